@@ -1,0 +1,67 @@
+# distlock/Makefile
+
+EXTENSION = distlock
+MODULE_big = distlock
+OBJS = \
+	src/check.o \
+	src/distlock.o \
+	src/exec.o \
+	src/lease.o \
+	src/queue.o \
+	src/session.o
+DATA = $(wildcard sql/distlock--*.sql)
+PGFILEDESC = "distlock - lease locks, worker sessions and a job queue"
+
+# Regression tests (test/sql, expected/), in a deliberate order.
+REGRESS = \
+	install \
+	lease \
+	session \
+	lease_session \
+	queue \
+	queue_retry \
+	bad_input \
+	clock
+
+# Isolation specs (test/specs, expected/).
+ISOLATION = \
+	acquire_race \
+	renew_takeover \
+	non_owner \
+	session_expiry_contended \
+	heartbeat_takeover \
+	fence_blocks_takeover \
+	claim_skip_locked \
+	zombie_ack \
+	complete_reap \
+	double_complete \
+	cancel_complete
+
+REGRESS_OPTS = --inputdir=test
+ISOLATION_OPTS = --inputdir=test
+
+PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
+	-Wno-missing-field-initializers
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+ifneq ($(PGXS),)
+include $(PGXS)
+else
+# No server headers yet: "make deps", "make test" and "make demo" install them.
+all:
+	@echo "pg_config not found; run \"make deps\" first" >&2; exit 1
+endif
+
+.PHONY: deps test
+
+# Install what the build, the tests and the demo need (Debian packages).
+deps:
+	test/deps.sh
+
+# Install what is missing, build with warnings as errors, install, and run
+# every suite against throwaway clusters; ends with "N passed, N failed".
+test: deps
+	$(MAKE) all
+	$(MAKE) install
+	test/run.sh --regress "$(REGRESS)" --isolation "$(ISOLATION)"

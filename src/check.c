@@ -1,0 +1,116 @@
+/*-------------------------------------------------------------------------
+ *
+ * check.c
+ *		Argument checks shared by every API function.
+ *
+ * The API functions are not STRICT.  A NULL where a value is needed raises
+ * 22004, an empty name or a bad interval 22023, an over-long name 22001, so
+ * that no call ever answers a mistake with a NULL that could pass for "no".
+ * All checks run before the call touches any table.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/check.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+
+#include "distlock.h"
+
+/* Raise 22004 if argument argno, called what, is NULL. */
+void
+dl_arg_not_null(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s cannot be null", what)));
+}
+
+/*
+ * A name that may be NULL (returned as NULL) but otherwise must be 1 to
+ * DISTLOCK_MAX_NAME_CHARS characters.
+ */
+text *
+dl_arg_optional_name(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	text	   *t;
+	int			len;
+	int			chars;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+
+	t = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s cannot be empty", what)));
+
+	chars = pg_mbstrlen_with_len(VARDATA_ANY(t), len);
+	if (chars > DISTLOCK_MAX_NAME_CHARS)
+		ereport(ERROR,
+				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+				 errmsg("%s is too long", what),
+				 errdetail("It has %d characters; the limit is %d.",
+						   chars, DISTLOCK_MAX_NAME_CHARS)));
+	return t;
+}
+
+/* A name that must be given: 1 to DISTLOCK_MAX_NAME_CHARS characters. */
+text *
+dl_arg_name(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	dl_arg_not_null(fcinfo, argno, what);
+	return dl_arg_optional_name(fcinfo, argno, what);
+}
+
+/*
+ * An interval that must be given, positive (or zero if allow_zero) and at
+ * most DISTLOCK_MAX_INTERVAL_USECS.  Months count as 30 days here, as in
+ * interval comparison; the expiry itself is computed with calendar
+ * arithmetic by dl_add_interval().
+ */
+Interval *
+dl_arg_interval(FunctionCallInfo fcinfo, int argno, const char *what,
+				bool allow_zero)
+{
+	Interval   *span;
+	double		usecs;
+
+	dl_arg_not_null(fcinfo, argno, what);
+	span = PG_GETARG_INTERVAL_P(argno);
+
+	/* double, so that no interval can overflow the sum */
+	usecs = (double) span->time +
+		(double) span->day * USECS_PER_DAY +
+		(double) span->month * DAYS_PER_MONTH * USECS_PER_DAY;
+
+	if (usecs < 0 || (usecs == 0 && !allow_zero))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be %s", what,
+						allow_zero ? "zero or positive" : "positive")));
+	if (usecs > (double) DISTLOCK_MAX_INTERVAL_USECS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not exceed 366 days", what)));
+	return span;
+}
+
+/* ts + span, with the calendar rules of timestamptz + interval. */
+TimestampTz
+dl_add_interval(TimestampTz ts, Interval *span)
+{
+	return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+												   TimestampTzGetDatum(ts),
+												   PointerGetDatum(span)));
+}

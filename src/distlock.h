@@ -1,0 +1,110 @@
+/*-------------------------------------------------------------------------
+ *
+ * distlock.h
+ *		Declarations shared by the distlock source files.
+ *
+ * The locking protocol every file follows
+ * ---------------------------------------
+ * distlock's state lives in three tables: distlock.sessions, distlock.locks
+ * and distlock.jobs.  A decision that depends on whether a lease or a
+ * session is still live is made in this order:
+ *
+ *	1. lock the row the decision is about,
+ *	2. read the server clock (GetCurrentTimestamp()),
+ *	3. decide, and write.
+ *
+ * Reading the clock only after the row lock is granted means that whoever
+ * waited for the lock decides on the state its predecessor committed and on
+ * a later instant, so decisions on one row are ordered the same way in
+ * server time as in commit order.  Deciding on a clock reading taken before
+ * a lock wait is the bug this avoids (a heartbeat could revive a session
+ * that a contender had already judged dead).
+ *
+ * Row lock modes on a session row:
+ *	FOR KEY SHARE		the session itself acting (claim, complete, fail,
+ *						acquire bound to it): it must not be reaped or closed
+ *						under us, but its heartbeat may go on.
+ *	FOR SHARE			somebody judging whether another session is live
+ *						(a lock contender, fence): conflicts with heartbeat.
+ *	FOR NO KEY UPDATE	heartbeat.
+ *	FOR UPDATE			session_close, reap: the row is deleted.
+ *
+ * Lock order, which keeps every path deadlock-free: the caller's own session
+ * row, then a lock or job row, then the lock holder's session row.  reap()
+ * takes a session row and then its job rows, and never a lock row: a dead
+ * session's locks are free by definition, so nothing needs to touch them.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/distlock.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DISTLOCK_H
+#define DISTLOCK_H
+
+#include "executor/spi.h"
+#include "utils/timestamp.h"
+
+/* Names, owners, queues and dedup keys are 1 to this many characters. */
+#define DISTLOCK_MAX_NAME_CHARS		255
+
+/* claim() hands out at most this many jobs per call. */
+#define DISTLOCK_MAX_CLAIM_JOBS		1000
+
+/* enqueue()'s max_attempts may not exceed this. */
+#define DISTLOCK_MAX_ATTEMPTS		1000
+
+/* No ttl or retry delay may exceed one year. */
+#define DISTLOCK_MAX_INTERVAL_USECS	(INT64CONST(366) * USECS_PER_DAY)
+
+/* reap() works through expired sessions in batches of this many. */
+#define DISTLOCK_REAP_BATCH			100
+
+/*
+ * A statement distlock runs through SPI.  The plan is prepared on first use
+ * and kept for the life of the backend.
+ */
+typedef struct DistlockStmt
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[8];
+	SPIPlanPtr	plan;
+} DistlockStmt;
+
+/* What dl_enter() saved, restored by dl_leave(). */
+typedef struct DistlockCall
+{
+	Oid			caller;			/* the role calling the API */
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+} DistlockCall;
+
+/* exec.c */
+extern void dl_enter(DistlockCall *call, const char *fname, bool writes);
+extern void dl_leave(DistlockCall *call);
+extern uint64 dl_exec(DistlockStmt *stmt, Datum *values, const char *nulls,
+					  long count);
+extern Datum dl_getattr(int row, int col, bool *isnull);
+extern bool dl_getbool(int row, int col);
+extern int64 dl_getint64(int row, int col);
+
+/* check.c */
+extern text *dl_arg_name(FunctionCallInfo fcinfo, int argno, const char *what);
+extern text *dl_arg_optional_name(FunctionCallInfo fcinfo, int argno,
+								  const char *what);
+extern Interval *dl_arg_interval(FunctionCallInfo fcinfo, int argno,
+								 const char *what, bool allow_zero);
+extern void dl_arg_not_null(FunctionCallInfo fcinfo, int argno,
+							const char *what);
+extern TimestampTz dl_add_interval(TimestampTz ts, Interval *span);
+
+/* session.c */
+extern void dl_session_use(Datum session_id);
+extern bool dl_session_is_live(Datum session_id, bool share);
+extern int	dl_reap_expired(TimestampTz now, int limit);
+
+#endif							/* DISTLOCK_H */

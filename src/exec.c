@@ -1,0 +1,164 @@
+/*-------------------------------------------------------------------------
+ *
+ * exec.c
+ *		Run distlock's own SQL as the extension owner, with prepared plans.
+ *
+ * Every API function brackets its table access with dl_enter() and
+ * dl_leave().  In between:
+ *
+ *	- the current user is the owner of schema distlock, so callers need no
+ *	  privileges on the tables (they get none by default) and act on them
+ *	  only through the functions, which check what the caller may do;
+ *	- search_path is "pg_catalog, pg_temp", so the statements below, which
+ *	  qualify distlock's objects and leave built-in functions and operators
+ *	  unqualified, resolve only to the catalog whatever the caller's
+ *	  search_path holds (pg_temp is never searched for functions or
+ *	  operators), and cached plans are never invalidated by a caller's
+ *	  search_path;
+ *	- SPI is connected.
+ *
+ * This is what fmgr does for a SECURITY DEFINER function with SET
+ * search_path, done here so the C code can still see who called it.
+ * Should the call fail, transaction or subtransaction abort restores the
+ * user id, the GUC nest level and SPI, as it does for SECURITY DEFINER.
+ *
+ * Plans are prepared on first use and kept for the life of the backend
+ * (SPI_keepplan); the plan cache re-plans them if the tables change.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/exec.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+#include "utils/syscache.h"
+
+#include "distlock.h"
+
+/*
+ * The role distlock's statements run as: the owner of its schema, which the
+ * install script created together with the tables.
+ */
+static Oid
+exec_schema_owner(void)
+{
+	Oid			nspid = get_namespace_oid("distlock", false);
+	HeapTuple	tup;
+	Oid			owner;
+
+	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nspid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for schema %u", nspid);
+	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * Start an API call named fname ("distlock.claim()").  A call that writes is
+ * refused with 25006 in a read-only transaction and on a standby, before it
+ * touches anything.
+ */
+void
+dl_enter(DistlockCall *call, const char *fname, bool writes)
+{
+	if (writes)
+		PreventCommandIfReadOnly(fname);
+
+	call->caller = GetUserId();
+	GetUserIdAndSecContext(&call->save_userid, &call->save_sec_context);
+	SetUserIdAndSecContext(exec_schema_owner(),
+						   call->save_sec_context |
+						   SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_RESTRICTED_OPERATION);
+
+	call->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+/*
+ * End an API call started with dl_enter().  Anything SPI returned is freed:
+ * callers copy out what they need first.
+ */
+void
+dl_leave(DistlockCall *call)
+{
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+	AtEOXact_GUC(true, call->save_nestlevel);
+	SetUserIdAndSecContext(call->save_userid, call->save_sec_context);
+}
+
+/*
+ * Execute stmt with the given parameters (nulls as for SPI: ' ' or 'n', or
+ * NULL for none), returning at most count rows (0: all).  Returns the number
+ * of rows processed; the rows are in SPI_tuptable.
+ */
+uint64
+dl_exec(DistlockStmt *stmt, Datum *values, const char *nulls, long count)
+{
+	int			rc;
+
+	if (stmt->plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(stmt->sql, stmt->nargs, stmt->argtypes);
+
+		if (plan == NULL)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
+				 stmt->sql, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_keepplan failed");
+		stmt->plan = plan;
+	}
+
+	rc = SPI_execute_plan(stmt->plan, values, nulls, false, count);
+	if (rc < 0)
+		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
+			 stmt->sql, SPI_result_code_string(rc));
+	return SPI_processed;
+}
+
+/* Column col (1-based) of result row row (0-based) of the last dl_exec(). */
+Datum
+dl_getattr(int row, int col, bool *isnull)
+{
+	return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
+						 col, isnull);
+}
+
+/* A boolean column that cannot be NULL. */
+bool
+dl_getbool(int row, int col)
+{
+	bool		isnull;
+	Datum		d = dl_getattr(row, col, &isnull);
+
+	if (isnull)
+		elog(ERROR, "unexpected null in column %d", col);
+	return DatumGetBool(d);
+}
+
+/* A bigint column that cannot be NULL. */
+int64
+dl_getint64(int row, int col)
+{
+	bool		isnull;
+	Datum		d = dl_getattr(row, col, &isnull);
+
+	if (isnull)
+		elog(ERROR, "unexpected null in column %d", col);
+	return DatumGetInt64(d);
+}

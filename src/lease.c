@@ -1,0 +1,373 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease.c
+ *		Lease locks with fencing tokens: try_acquire, renew, release, fence.
+ *
+ * A lock is a row of distlock.locks.  Its holder's claim is intact while
+ * owner is set and, for a session-bound lease, the session is live; the
+ * lease blocks other owners while the claim is intact and expires_at is NULL
+ * or still ahead on the server clock.  An intact claim whose time has run
+ * out may still be renewed or re-entered by its owner, keeping its token,
+ * until another owner takes the lock: nobody else was granted a token in
+ * between, so fencing is unaffected.
+ *
+ * Fencing tokens come from distlock.token_seq, drawn only while the lock row
+ * is locked FOR UPDATE, so a grant's token exceeds every token granted
+ * earlier for that name; since lock rows are never deleted, that holds for
+ * the life of the database.  A sequence rather than a per-row counter means
+ * that a token seen in a transaction that then rolled back is not handed out
+ * again either.
+ *
+ * Concurrency: every decision locks the lock row first (FOR UPDATE, or FOR
+ * SHARE in fence()), then the holder's session row if the lease is bound to
+ * one, and only then reads the clock (see distlock.h).  Two contenders are
+ * thus serialised on the lock row and the second sees the first's grant.
+ * fence() keeps its FOR SHARE lock until the caller's transaction ends, so
+ * no other owner can take the lock before the writes fenced by it commit.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/lease.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+
+#include "distlock.h"
+
+PG_FUNCTION_INFO_V1(distlock_try_acquire);
+PG_FUNCTION_INFO_V1(distlock_renew);
+PG_FUNCTION_INFO_V1(distlock_release);
+PG_FUNCTION_INFO_V1(distlock_fence);
+
+/* Columns of lock_for_update_stmt and lock_for_share_stmt. */
+#define LOCK_COL_OWNER		1
+#define LOCK_COL_SESSION	2
+#define LOCK_COL_TOKEN		3
+#define LOCK_COL_EXPIRES	4
+
+static DistlockStmt lock_for_update_stmt = {
+	"SELECT owner, session_id, token, expires_at FROM distlock.locks"
+	" WHERE name = $1 FOR UPDATE",
+	1, {TEXTOID}
+};
+
+static DistlockStmt lock_for_share_stmt = {
+	"SELECT owner, session_id, token, expires_at FROM distlock.locks"
+	" WHERE name = $1 FOR SHARE",
+	1, {TEXTOID}
+};
+
+/* First grant of a name.  The token is drawn for the new row only. */
+static DistlockStmt insert_stmt = {
+	"INSERT INTO distlock.locks (name, owner, session_id, token,"
+	" acquired_at, renewed_at, expires_at, created_by)"
+	" VALUES ($1, $2, $3, nextval('distlock.token_seq'), $4, $4, $5, $6)"
+	" ON CONFLICT (name) DO NOTHING RETURNING token",
+	6, {TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID}
+};
+
+/* A grant on a locked row: re-entry ($7) keeps token and acquired_at. */
+static DistlockStmt grant_stmt = {
+	"UPDATE distlock.locks SET owner = $2, session_id = $3,"
+	" token = CASE WHEN $7 THEN token ELSE nextval('distlock.token_seq') END,"
+	" acquired_at = CASE WHEN $7 THEN acquired_at ELSE $4 END,"
+	" renewed_at = $4, expires_at = $5, created_by = $6"
+	" WHERE name = $1 RETURNING token",
+	7, {TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID,
+	BOOLOID}
+};
+
+static DistlockStmt renew_stmt = {
+	"UPDATE distlock.locks SET renewed_at = $2, expires_at = $3"
+	" WHERE name = $1",
+	3, {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+};
+
+static DistlockStmt release_stmt = {
+	"UPDATE distlock.locks SET owner = NULL, session_id = NULL,"
+	" expires_at = NULL, renewed_at = $2"
+	" WHERE name = $1",
+	2, {TEXTOID, TIMESTAMPTZOID}
+};
+
+/* The lock row as read under its row lock. */
+typedef struct LeaseRow
+{
+	text	   *owner;			/* NULL when released */
+	bool		has_session;
+	Datum		session_id;
+	int64		token;
+	bool		has_expiry;
+	TimestampTz expires_at;
+} LeaseRow;
+
+/*
+ * Lock the row of lock name with stmt and read it into *row; false if the
+ * name has never been acquired.
+ */
+static bool
+lease_lock_row(DistlockStmt *stmt, text *name, LeaseRow *row)
+{
+	Datum		values[1] = {PointerGetDatum(name)};
+	bool		isnull;
+	Datum		d;
+
+	if (dl_exec(stmt, values, NULL, 1) == 0)
+		return false;
+
+	d = dl_getattr(0, LOCK_COL_OWNER, &isnull);
+	row->owner = isnull ? NULL : DatumGetTextPP(d);
+	row->session_id = dl_getattr(0, LOCK_COL_SESSION, &isnull);
+	row->has_session = !isnull;
+	row->token = dl_getint64(0, LOCK_COL_TOKEN);
+	d = dl_getattr(0, LOCK_COL_EXPIRES, &isnull);
+	row->has_expiry = !isnull;
+	row->expires_at = isnull ? 0 : DatumGetTimestampTz(d);
+	return true;
+}
+
+/*
+ * Whether the holder's claim on a locked row is intact: it has an owner and,
+ * if bound to a session, the session is live.  share orders the check
+ * against the session's heartbeats, as a contender must.
+ */
+static bool
+lease_claim_intact(LeaseRow *row, bool share)
+{
+	if (row->owner == NULL)
+		return false;
+	return !row->has_session || dl_session_is_live(row->session_id, share);
+}
+
+/* Whether a row's owner is owner. */
+static bool
+lease_owned_by(LeaseRow *row, text *owner)
+{
+	return row->owner != NULL &&
+		VARSIZE_ANY_EXHDR(row->owner) == VARSIZE_ANY_EXHDR(owner) &&
+		memcmp(VARDATA_ANY(row->owner), VARDATA_ANY(owner),
+			   VARSIZE_ANY_EXHDR(owner)) == 0;
+}
+
+/* End of a lease granted now for ttl (NULL: no end). */
+static void
+lease_expiry(Interval *ttl, TimestampTz now, Datum *value, char *null)
+{
+	*value = ttl ? TimestampTzGetDatum(dl_add_interval(now, ttl)) : (Datum) 0;
+	*null = ttl ? ' ' : 'n';
+}
+
+/*
+ * try_acquire(lock_name text, owner text, ttl interval DEFAULT '30 seconds',
+ *			   session_id uuid DEFAULT NULL) RETURNS bigint
+ *
+ * Take the lock for owner until now + ttl (NULL ttl: until released), bound
+ * to session_id if given, and return its fencing token; NULL if another
+ * owner holds it.  The holder calling again keeps its token and gets the
+ * new ttl and session.  A session_id that is not live raises 42704 or 55000.
+ */
+Datum
+distlock_try_acquire(PG_FUNCTION_ARGS)
+{
+	text	   *name = dl_arg_name(fcinfo, 0, "lock name");
+	text	   *owner = dl_arg_name(fcinfo, 1, "owner");
+	Interval   *ttl = PG_ARGISNULL(2) ? NULL :
+		dl_arg_interval(fcinfo, 2, "ttl", false);
+	bool		has_session = !PG_ARGISNULL(3);
+	DistlockCall call;
+	Datum		values[7];
+	char		nulls[7] = "       ";
+	bool		granted = false;
+	int64		token = 0;
+
+	values[0] = PointerGetDatum(name);
+	values[1] = PointerGetDatum(owner);
+	values[2] = has_session ? PG_GETARG_DATUM(3) : (Datum) 0;
+	nulls[2] = has_session ? ' ' : 'n';
+
+	dl_enter(&call, "distlock.try_acquire()", true);
+	values[5] = ObjectIdGetDatum(call.caller);
+
+	if (has_session)
+		dl_session_use(values[2]);
+
+	for (;;)
+	{
+		LeaseRow	row;
+		TimestampTz now;
+		bool		intact;
+		bool		reentry;
+
+		if (!lease_lock_row(&lock_for_update_stmt, name, &row))
+		{
+			/* first grant ever; lose a race and we lock the winner's row */
+			now = GetCurrentTimestamp();
+			values[3] = TimestampTzGetDatum(now);
+			lease_expiry(ttl, now, &values[4], &nulls[4]);
+			if (dl_exec(&insert_stmt, values, nulls, 0) == 1)
+			{
+				granted = true;
+				token = dl_getint64(0, 1);
+				break;
+			}
+			CHECK_FOR_INTERRUPTS();
+			continue;
+		}
+
+		intact = lease_claim_intact(&row, true);
+		now = GetCurrentTimestamp();
+		reentry = intact && lease_owned_by(&row, owner);
+		if (intact && !reentry && (!row.has_expiry || row.expires_at > now))
+			break;				/* held by another owner */
+
+		values[3] = TimestampTzGetDatum(now);
+		lease_expiry(ttl, now, &values[4], &nulls[4]);
+		values[6] = BoolGetDatum(reentry);
+		dl_exec(&grant_stmt, values, nulls, 0);
+		granted = true;
+		token = dl_getint64(0, 1);
+		break;
+	}
+	dl_leave(&call);
+
+	if (!granted)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(token);
+}
+
+/*
+ * Lock the row of name for its owner's renew or release: true if owner's
+ * claim is intact, whether or not its time has run out.
+ */
+static bool
+lease_lock_own(text *name, text *owner)
+{
+	LeaseRow	row;
+
+	return lease_lock_row(&lock_for_update_stmt, name, &row) &&
+		lease_owned_by(&row, owner) &&
+		lease_claim_intact(&row, false);
+}
+
+/*
+ * renew(lock_name text, owner text, ttl interval DEFAULT '30 seconds')
+ *		RETURNS boolean
+ *
+ * Extend owner's lease to now + ttl (NULL: until released), keeping its
+ * token.  A lease whose time ran out but that nobody else took may be
+ * renewed.  False, changing nothing, once another owner has taken the lock,
+ * after release, or once the lease's session has ended.
+ */
+Datum
+distlock_renew(PG_FUNCTION_ARGS)
+{
+	text	   *name = dl_arg_name(fcinfo, 0, "lock name");
+	text	   *owner = dl_arg_name(fcinfo, 1, "owner");
+	Interval   *ttl = PG_ARGISNULL(2) ? NULL :
+		dl_arg_interval(fcinfo, 2, "ttl", false);
+	DistlockCall call;
+	Datum		values[3];
+	char		nulls[3] = "   ";
+	bool		renewed;
+
+	dl_enter(&call, "distlock.renew()", true);
+	renewed = lease_lock_own(name, owner);
+	if (renewed)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		values[0] = PointerGetDatum(name);
+		values[1] = TimestampTzGetDatum(now);
+		lease_expiry(ttl, now, &values[2], &nulls[2]);
+		dl_exec(&renew_stmt, values, nulls, 0);
+	}
+	dl_leave(&call);
+
+	PG_RETURN_BOOL(renewed);
+}
+
+/*
+ * release(lock_name text, owner text) RETURNS boolean
+ *
+ * Free owner's lock.  True if owner's claim was intact and the lock is now
+ * free; false, changing nothing, otherwise.  The row keeps its token, so the
+ * next grant's token is larger.
+ */
+Datum
+distlock_release(PG_FUNCTION_ARGS)
+{
+	text	   *name = dl_arg_name(fcinfo, 0, "lock name");
+	text	   *owner = dl_arg_name(fcinfo, 1, "owner");
+	DistlockCall call;
+	Datum		values[2];
+	bool		released;
+
+	dl_enter(&call, "distlock.release()", true);
+	released = lease_lock_own(name, owner);
+	if (released)
+	{
+		values[0] = PointerGetDatum(name);
+		values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+		dl_exec(&release_stmt, values, NULL, 0);
+	}
+	dl_leave(&call);
+
+	PG_RETURN_BOOL(released);
+}
+
+/*
+ * fence(lock_name text, token bigint) RETURNS void
+ *
+ * Raise 55000 unless token is the current token of a live lease on
+ * lock_name (42704 if the lock does not exist).  On success the lock row
+ * stays share-locked until the caller's transaction ends: another owner's
+ * try_acquire waits for it, so writes made in this transaction after fence()
+ * commit only while the lease is still this token's.
+ */
+Datum
+distlock_fence(PG_FUNCTION_ARGS)
+{
+	text	   *name = dl_arg_name(fcinfo, 0, "lock name");
+	DistlockCall call;
+	LeaseRow	row;
+	int64		token;
+	char	   *cname;
+
+	dl_arg_not_null(fcinfo, 1, "token");
+	token = PG_GETARG_INT64(1);
+	cname = text_to_cstring(name);
+
+	dl_enter(&call, "distlock.fence()", true);
+	if (!lease_lock_row(&lock_for_share_stmt, name, &row))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("lock \"%s\" does not exist", cname)));
+	if (row.token != token)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("fencing token " INT64_FORMAT " of lock \"%s\" is stale",
+						token, cname),
+				 errdetail("The lock's current token is " INT64_FORMAT ".",
+						   row.token)));
+	if (!lease_claim_intact(&row, false))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lock \"%s\" is no longer held with fencing token " INT64_FORMAT,
+						cname, token),
+				 errdetail("The lock was released or its session ended.")));
+	if (row.has_expiry && row.expires_at <= GetCurrentTimestamp())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lease on lock \"%s\" with fencing token " INT64_FORMAT " has expired",
+						cname, token)));
+	dl_leave(&call);
+
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,353 @@
+/*-------------------------------------------------------------------------
+ *
+ * session.c
+ *		Worker sessions: open, heartbeat, close, reap.
+ *
+ * A session is a row in distlock.sessions that is live while the server
+ * clock is before its expires_at.  Each heartbeat pushes expires_at to
+ * now + ttl; once expires_at has passed, heartbeat() refuses, so a session
+ * that has expired stays dead.  Its session-bound locks are free and its
+ * running jobs claimable from that moment, because every decision that
+ * depends on a session reads its expires_at (see distlock.h); reap() only
+ * deletes the row and hands the jobs back so that the tables stay small.
+ *
+ * Concurrency: heartbeat locks the row FOR NO KEY UPDATE before it reads the
+ * clock, so it is ordered against a lock contender that holds the row FOR
+ * SHARE while judging the session dead: either the heartbeat comes first and
+ * the contender sees the session extended, or the contender comes first and
+ * the heartbeat finds the session expired.  Closing and reaping lock the row
+ * FOR UPDATE, which waits for every call the session itself has in flight
+ * (they hold FOR KEY SHARE), so a job being completed is never handed back.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/session.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/uuid.h"
+
+#include "distlock.h"
+
+PG_FUNCTION_INFO_V1(distlock_session_open);
+PG_FUNCTION_INFO_V1(distlock_heartbeat);
+PG_FUNCTION_INFO_V1(distlock_session_close);
+PG_FUNCTION_INFO_V1(distlock_reap);
+
+static DistlockStmt insert_stmt = {
+	"INSERT INTO distlock.sessions"
+	" (id, owner, info, ttl, created_at, heartbeat_at, expires_at, created_by)"
+	" VALUES ($1, $2, $3, $4, $5, $5, $6, $7)",
+	7, {UUIDOID, TEXTOID, JSONBOID, INTERVALOID, TIMESTAMPTZOID,
+	TIMESTAMPTZOID, REGROLEOID}
+};
+
+static DistlockStmt lock_key_share_stmt = {
+	"SELECT expires_at FROM distlock.sessions WHERE id = $1 FOR KEY SHARE",
+	1, {UUIDOID}
+};
+
+static DistlockStmt lock_share_stmt = {
+	"SELECT expires_at FROM distlock.sessions WHERE id = $1 FOR SHARE",
+	1, {UUIDOID}
+};
+
+static DistlockStmt lock_heartbeat_stmt = {
+	"SELECT expires_at, ttl FROM distlock.sessions WHERE id = $1"
+	" FOR NO KEY UPDATE",
+	1, {UUIDOID}
+};
+
+static DistlockStmt heartbeat_stmt = {
+	"UPDATE distlock.sessions SET heartbeat_at = $2, expires_at = $3"
+	" WHERE id = $1",
+	3, {UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+};
+
+static DistlockStmt lock_close_stmt = {
+	"SELECT expires_at FROM distlock.sessions WHERE id = $1 FOR UPDATE",
+	1, {UUIDOID}
+};
+
+/*
+ * A running job of an ended session goes back to pending, due at once, or
+ * becomes failed when it has used all its attempts.
+ */
+static DistlockStmt release_jobs_stmt = {
+	"UPDATE distlock.jobs SET"
+	" status = CASE WHEN attempts >= max_attempts"
+	"  THEN 'failed' ELSE 'pending' END::distlock.job_status,"
+	" session_id = CASE WHEN attempts >= max_attempts THEN session_id END,"
+	" finished_at = CASE WHEN attempts >= max_attempts THEN $2 END,"
+	" last_error = $3"
+	" WHERE session_id = $1 AND status = 'running'",
+	3, {UUIDOID, TIMESTAMPTZOID, TEXTOID}
+};
+
+static DistlockStmt delete_stmt = {
+	"DELETE FROM distlock.sessions WHERE id = $1",
+	1, {UUIDOID}
+};
+
+/*
+ * Sessions expired at now that nobody else is working on.  A row a
+ * heartbeat holds is skipped; a row a heartbeat extended since our snapshot
+ * fails the recheck of expires_at.  Either way a session is only taken once
+ * it has expired for good, since nothing revives an expired session.
+ */
+static DistlockStmt lock_expired_stmt = {
+	"SELECT id FROM distlock.sessions WHERE expires_at <= $1"
+	" ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED",
+	2, {TIMESTAMPTZOID, INT4OID}
+};
+
+/* What a session row, once locked, says about the session. */
+typedef enum SessionState
+{
+	SESSION_MISSING,			/* closed, reaped or never opened */
+	SESSION_EXPIRED,
+	SESSION_LIVE
+} SessionState;
+
+/*
+ * Lock session_id's row with stmt and tell what state it is in now;
+ * *expires is set unless the row is missing.
+ */
+static SessionState
+session_lock_state(DistlockStmt *stmt, Datum session_id, TimestampTz *expires)
+{
+	Datum		values[1] = {session_id};
+	bool		isnull;
+
+	if (dl_exec(stmt, values, NULL, 1) == 0)
+		return SESSION_MISSING;
+	*expires = DatumGetTimestampTz(dl_getattr(0, 1, &isnull));
+	/* the clock is read only now that the row is locked */
+	return *expires > GetCurrentTimestamp() ? SESSION_LIVE : SESSION_EXPIRED;
+}
+
+/*
+ * Whether session_id is live, locking its row so that it cannot be reaped or
+ * closed before our transaction ends.  share (FOR SHARE) also orders us
+ * against its heartbeats; callers judging another session's liveness need
+ * that, a session acting for itself does not.
+ */
+bool
+dl_session_is_live(Datum session_id, bool share)
+{
+	TimestampTz expires;
+
+	return session_lock_state(share ? &lock_share_stmt : &lock_key_share_stmt,
+							  session_id, &expires) == SESSION_LIVE;
+}
+
+/*
+ * The calling worker acts through session_id: raise 42704 if it does not
+ * exist and 55000 if it has expired.  The row stays locked FOR KEY SHARE,
+ * so the session is not reaped or closed under the call.
+ */
+void
+dl_session_use(Datum session_id)
+{
+	TimestampTz expires;
+
+	switch (session_lock_state(&lock_key_share_stmt, session_id, &expires))
+	{
+		case SESSION_LIVE:
+			return;
+		case SESSION_MISSING:
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("session %s does not exist",
+							DatumGetCString(DirectFunctionCall1(uuid_out,
+																session_id))),
+					 errhint("A session ceases to exist when it is closed or reaped.")));
+			break;
+		case SESSION_EXPIRED:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("session %s has expired",
+							DatumGetCString(DirectFunctionCall1(uuid_out,
+																session_id))),
+					 errhint("Open a new session, and heartbeat more often than its ttl.")));
+			break;
+	}
+}
+
+/* Hand back session_id's running jobs and delete it; its row is locked. */
+static void
+session_end(Datum session_id, TimestampTz now, const char *why)
+{
+	Datum		values[3];
+
+	values[0] = session_id;
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = CStringGetTextDatum(why);
+	dl_exec(&release_jobs_stmt, values, NULL, 0);
+	dl_exec(&delete_stmt, values, NULL, 0);
+}
+
+/*
+ * Reap up to limit sessions that expired before now and that no call is
+ * using; returns how many were reaped.
+ */
+int
+dl_reap_expired(TimestampTz now, int limit)
+{
+	Datum		values[2];
+	uint64		n;
+	pg_uuid_t  *ids;
+
+	values[0] = TimestampTzGetDatum(now);
+	values[1] = Int32GetDatum(limit);
+	n = dl_exec(&lock_expired_stmt, values, NULL, 0);
+	if (n == 0)
+		return 0;
+
+	/* session_end() runs statements of its own: copy the ids out first */
+	ids = palloc(n * sizeof(pg_uuid_t));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = *DatumGetUUIDP(dl_getattr(i, 1, &isnull));
+	}
+	for (uint64 i = 0; i < n; i++)
+		session_end(UUIDPGetDatum(&ids[i]), now, "session expired");
+	pfree(ids);
+	return (int) n;
+}
+
+/*
+ * session_open(ttl interval DEFAULT '15 seconds', owner text DEFAULT NULL,
+ *				info jsonb DEFAULT NULL) RETURNS uuid
+ *
+ * Open a session live until now + ttl; owner and info are labels for people.
+ */
+Datum
+distlock_session_open(PG_FUNCTION_ARGS)
+{
+	Interval   *ttl = dl_arg_interval(fcinfo, 0, "ttl", false);
+	text	   *owner = dl_arg_optional_name(fcinfo, 1, "owner");
+	Datum		id = DirectFunctionCall1(gen_random_uuid, (Datum) 0);
+	DistlockCall call;
+	Datum		values[7];
+	char		nulls[7] = "       ";
+	TimestampTz now;
+
+	dl_enter(&call, "distlock.session_open()", true);
+	now = GetCurrentTimestamp();
+	values[0] = id;
+	values[1] = owner ? PointerGetDatum(owner) : (Datum) 0;
+	nulls[1] = owner ? ' ' : 'n';
+	values[2] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+	nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
+	values[3] = PointerGetDatum(ttl);
+	values[4] = TimestampTzGetDatum(now);
+	values[5] = TimestampTzGetDatum(dl_add_interval(now, ttl));
+	values[6] = ObjectIdGetDatum(call.caller);
+	dl_exec(&insert_stmt, values, nulls, 0);
+	dl_leave(&call);
+
+	PG_RETURN_DATUM(id);
+}
+
+/*
+ * heartbeat(session_id uuid) RETURNS boolean
+ *
+ * Extend a live session to now + its ttl.  False when the session has
+ * expired, was closed or reaped, or never existed: the worker has lost its
+ * claims and session-bound locks and must stop.
+ */
+Datum
+distlock_heartbeat(PG_FUNCTION_ARGS)
+{
+	DistlockCall call;
+	Datum		values[3];
+	bool		live;
+
+	dl_arg_not_null(fcinfo, 0, "session_id");
+	values[0] = PG_GETARG_DATUM(0);
+
+	dl_enter(&call, "distlock.heartbeat()", true);
+	live = dl_exec(&lock_heartbeat_stmt, values, NULL, 1) == 1;
+	if (live)
+	{
+		bool		isnull;
+		TimestampTz expires = DatumGetTimestampTz(dl_getattr(0, 1, &isnull));
+		Interval   *ttl = DatumGetIntervalP(dl_getattr(0, 2, &isnull));
+		TimestampTz now = GetCurrentTimestamp();
+
+		live = expires > now;
+		if (live)
+		{
+			values[1] = TimestampTzGetDatum(now);
+			values[2] = TimestampTzGetDatum(dl_add_interval(now, ttl));
+			dl_exec(&heartbeat_stmt, values, NULL, 0);
+		}
+	}
+	dl_leave(&call);
+
+	PG_RETURN_BOOL(live);
+}
+
+/*
+ * session_close(session_id uuid) RETURNS boolean
+ *
+ * End a live session now: its session-bound locks are free and its running
+ * jobs pending again (failed if out of attempts).  False, changing nothing,
+ * when the session does not exist or has already expired (reap() tidies
+ * those).
+ */
+Datum
+distlock_session_close(PG_FUNCTION_ARGS)
+{
+	DistlockCall call;
+	Datum		session_id;
+	TimestampTz expires;
+	bool		live;
+
+	dl_arg_not_null(fcinfo, 0, "session_id");
+	session_id = PG_GETARG_DATUM(0);
+
+	dl_enter(&call, "distlock.session_close()", true);
+	live = session_lock_state(&lock_close_stmt, session_id, &expires) ==
+		SESSION_LIVE;
+	if (live)
+		session_end(session_id, GetCurrentTimestamp(), "session closed");
+	dl_leave(&call);
+
+	PG_RETURN_BOOL(live);
+}
+
+/*
+ * reap() RETURNS integer
+ *
+ * Delete every expired session that no call is using, handing its running
+ * jobs back; returns how many sessions it reaped.  Correctness never waits
+ * for this: claim() reaps in passing, and locks of dead sessions are free.
+ */
+Datum
+distlock_reap(PG_FUNCTION_ARGS)
+{
+	DistlockCall call;
+	int			total = 0;
+	int			n;
+
+	dl_enter(&call, "distlock.reap()", true);
+	do
+	{
+		n = dl_reap_expired(GetCurrentTimestamp(), DISTLOCK_REAP_BATCH);
+		total += n;
+	} while (n == DISTLOCK_REAP_BATCH);
+	dl_leave(&call);
+
+	PG_RETURN_INT32(total);
+}

@@ -1,0 +1,70 @@
+# test/cluster.sh -- start and stop a throwaway PostgreSQL cluster.
+#
+# Sourced by the test and demo scripts.  The cluster lives in a fresh
+# temporary directory, runs as the "postgres" user when we are root (initdb
+# refuses to run as root), listens on loopback on a free port, and is always
+# stopped by the postmaster's PID.
+#
+#	cluster_start DIR [extra postgresql.conf lines...]
+#		sets PGHOST, PGPORT, PGUSER, PGDATABASE and CLUSTER_PID
+#	cluster_stop [immediate]
+
+PG_BINDIR=${PG_BINDIR:-$(pg_config --bindir)}
+
+# Run a command as the cluster's owner.
+as_owner()
+{
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+# A TCP port on loopback that nothing listens on.
+free_port()
+{
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+cluster_start()
+{
+	CLUSTER_DIR=$1
+	shift
+	mkdir -p "$CLUSTER_DIR"
+	[ "$(id -u)" -eq 0 ] && chown postgres: "$CLUSTER_DIR"
+	as_owner "$PG_BINDIR/initdb" -D "$CLUSTER_DIR/data" -U postgres \
+		--no-locale -E UTF8 -A trust >"$CLUSTER_DIR/initdb.log" 2>&1 || {
+		cat "$CLUSTER_DIR/initdb.log" >&2
+		return 1
+	}
+	PGPORT=$(free_port)
+	{
+		echo "port = $PGPORT"
+		echo "listen_addresses = '127.0.0.1'"
+		echo "unix_socket_directories = '$CLUSTER_DIR'"
+		echo "max_connections = 120"
+		for line in "$@"; do echo "$line"; done
+	} | as_owner tee -a "$CLUSTER_DIR/data/postgresql.conf" >/dev/null
+	as_owner "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -w -t 60 \
+		-l "$CLUSTER_DIR/server.log" start >/dev/null || {
+		cat "$CLUSTER_DIR/server.log" >&2
+		return 1
+	}
+	CLUSTER_PID=$(head -1 "$CLUSTER_DIR/data/postmaster.pid")
+	export PGHOST=127.0.0.1 PGPORT PGUSER=postgres PGDATABASE=postgres
+}
+
+# Stop the postmaster by its PID: fast shutdown, or immediate if asked.
+cluster_stop()
+{
+	local sig=TERM
+	[ "${1:-}" = immediate ] && sig=QUIT
+	[ -n "${CLUSTER_PID:-}" ] || return 0
+	kill -$sig "$CLUSTER_PID" 2>/dev/null || true
+	for _ in $(seq 1 600); do
+		kill -0 "$CLUSTER_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	CLUSTER_PID=
+}

@@ -1,0 +1,23 @@
+#!/bin/bash
+# test/deps.sh -- install what distlock's build, tests and demo need.
+#
+# Debian 12 packages only.  Runs "apt-get update" once, and only when
+# something is missing, so a machine that has everything is not touched.
+set -euo pipefail
+
+pkgs=(gcc make postgresql-15 postgresql-server-dev-15 libpq-dev
+	libipc-run-perl python3 python3-psycopg)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null |
+		grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "installing: ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq \
+	--no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,89 @@
+#!/bin/bash
+# test/run.sh -- run every distlock test suite against throwaway clusters.
+#
+#	test/run.sh --regress "a b ..." --isolation "c d ..."
+#
+# Called by "make test" after the extension is built and installed.  Runs
+# the pg_regress suite, the isolation specs, then each script test listed
+# below, and ends with the line "N passed, N failed".  Exits non-zero if
+# anything failed.  Servers run as "postgres" when we are root.
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/test/cluster.sh"
+
+regress=""
+isolation=""
+while [ $# -gt 0 ]; do
+	case $1 in
+		--regress) regress=$2; shift 2 ;;
+		--isolation) isolation=$2; shift 2 ;;
+		*) echo "unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+
+# Script tests: each prints "ok - ..." or "not ok - ..." lines.
+scripts=(
+	# test/scripts/claim_scale.sh
+)
+
+pgxs=$(pg_config --pkglibdir)/pgxs
+work=$(mktemp -d /tmp/distlock-test.XXXXXX)
+# The postgres user cannot always read the checkout (CI may clone under
+# /root), so the suites run from a copy.
+cp -r "$top/test" "$top/expected" "$work/"
+[ "$(id -u)" -eq 0 ] && chown -R postgres: "$work"
+
+passed=0
+failed=0
+
+# Count pg_regress's "... ok" and "... FAILED" lines from file $1.
+count_pg_regress()
+{
+	local ok bad
+	ok=$(grep -cE '\.\.\. ok' "$1")
+	bad=$(grep -cE '\.\.\. (FAILED|failed)' "$1")
+	passed=$((passed + ok))
+	failed=$((failed + bad))
+}
+
+# run_pg_regress NAME DRIVER TESTS
+run_pg_regress()
+{
+	local name=$1 driver=$2 tests=$3 out="$work/$1"
+	[ -n "$tests" ] || return 0
+	echo "== $name"
+	as_owner mkdir -p "$out"
+	as_owner ln -s "$work/expected" "$out/expected"
+	(cd "$out" && as_owner "$driver" \
+		--inputdir="$work/test" --outputdir="$out" \
+		--temp-instance="$out/tmp_check" --bindir="$PG_BINDIR" \
+		--dbname=contrib_regression $tests) 2>&1 | tee "$out/summary.log"
+	count_pg_regress "$out/summary.log"
+	if [ -s "$out/regression.diffs" ]; then
+		echo "-- $out/regression.diffs (first 200 lines):"
+		head -200 "$out/regression.diffs"
+	fi
+}
+
+run_pg_regress regress "$pgxs/src/test/regress/pg_regress" "$regress"
+run_pg_regress isolation "$pgxs/src/test/isolation/pg_isolation_regress" "$isolation"
+
+for s in "${scripts[@]}"; do
+	echo "== $s"
+	log="$work/$(basename "$s").log"
+	(cd "$work" && WORK="$work" bash "$top/$s") 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	ok=$(grep -c '^ok - ' "$log")
+	bad=$(grep -c '^not ok - ' "$log")
+	if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
+		echo "not ok - $s exited with status $rc"
+		bad=1
+	fi
+	passed=$((passed + ok))
+	failed=$((failed + bad))
+done
+
+echo "logs: $work"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

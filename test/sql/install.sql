@@ -1,0 +1,62 @@
+--
+-- install: the extension's objects and their properties
+--
+CREATE EXTENSION distlock;
+
+SELECT extname, extversion, extrelocatable FROM pg_extension
+ WHERE extname = 'distlock';
+
+-- every function: arguments, result, volatility, strictness, parallel safety
+SELECT p.oid::regprocedure AS function, pg_get_function_result(p.oid) AS result,
+	   p.provolatile, p.proisstrict, p.proparallel, p.prosecdef,
+	   obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
+  FROM pg_proc p
+ WHERE p.pronamespace = 'distlock'::regnamespace
+ ORDER BY p.proname;
+
+-- and the defaults
+SELECT p.proname, pg_get_expr(p.proargdefaults, 0) AS defaults
+  FROM pg_proc p
+ WHERE p.pronamespace = 'distlock'::regnamespace AND p.pronargdefaults > 0
+ ORDER BY p.proname;
+
+-- tables, sequences, indexes and views: all WAL-logged
+SELECT c.relname, c.relkind, c.relpersistence
+  FROM pg_class c
+ WHERE c.relnamespace = 'distlock'::regnamespace
+ ORDER BY c.relname;
+
+SELECT indexrelid::regclass AS index, pg_get_indexdef(indexrelid) AS definition
+  FROM pg_index
+ WHERE indrelid = 'distlock.jobs'::regclass
+ ORDER BY 1;
+
+-- every table and sequence holding user data is kept by pg_dump
+SELECT unnest(extconfig)::regclass AS dumped FROM pg_extension
+ WHERE extname = 'distlock' ORDER BY 1;
+
+-- PUBLIC has no privilege on any table, view or sequence
+SELECT c.relname, a.privilege_type
+  FROM pg_class c, aclexplode(c.relacl) a
+ WHERE c.relnamespace = 'distlock'::regnamespace AND a.grantee = 0;
+
+SELECT enum_range(NULL::distlock.job_status);
+
+-- the schema must not exist beforehand: nobody can plant objects in it
+DROP EXTENSION distlock;
+CREATE SCHEMA distlock;
+CREATE EXTENSION distlock;
+DROP SCHEMA distlock;
+CREATE EXTENSION distlock;
+
+-- helper for later tests: run one call, returning its SQLSTATE and message
+-- (session ids masked, since they differ on every run)
+CREATE FUNCTION attempt(call text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE 'SELECT ' || call;
+	RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' ||
+		regexp_replace(SQLERRM, '[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}',
+					   '<session>', 'g');
+END $$;
