@@ -35,7 +35,8 @@ ISOLATION = \
 	zombie_ack \
 	complete_reap \
 	double_complete \
-	cancel_complete
+	cancel_complete \
+	isolation_levels
 
 REGRESS_OPTS = --inputdir=test
 ISOLATION_OPTS = --inputdir=test
