@@ -24,7 +24,7 @@ done
 
 # Script tests: each prints "ok - ..." or "not ok - ..." lines.
 scripts=(
-	# test/scripts/claim_scale.sh
+	test/scripts/claim_scale.sh
 )
 
 pgxs=$(pg_config --pkglibdir)/pgxs
