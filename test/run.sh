@@ -25,6 +25,7 @@ done
 # Script tests: each prints "ok - ..." or "not ok - ..." lines.
 scripts=(
 	test/scripts/claim_scale.sh
+	test/scripts/dump_restore.sh
 )
 
 pgxs=$(pg_config --pkglibdir)/pgxs
