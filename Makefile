@@ -3,12 +3,14 @@
 EXTENSION = distlock
 MODULE_big = distlock
 OBJS = \
+	src/advisory.o \
 	src/check.o \
 	src/distlock.o \
 	src/exec.o \
 	src/lease.o \
 	src/queue.o \
-	src/session.o
+	src/session.o \
+	src/throttle.o
 DATA = $(wildcard sql/distlock--*.sql)
 PGFILEDESC = "distlock - lease locks, worker sessions and a job queue"
 
@@ -21,7 +23,12 @@ REGRESS = \
 	queue \
 	queue_retry \
 	bad_input \
-	clock
+	clock \
+	throttle \
+	min_hold \
+	advisory \
+	patterns \
+	hostile_path
 
 # Isolation specs (test/specs, expected/).
 ISOLATION = \
@@ -36,7 +43,9 @@ ISOLATION = \
 	complete_reap \
 	double_complete \
 	cancel_complete \
-	isolation_levels
+	isolation_levels \
+	throttle_race \
+	advisory_wait
 
 REGRESS_OPTS = --inputdir=test
 ISOLATION_OPTS = --inputdir=test
@@ -54,7 +63,7 @@ all:
 	@echo "pg_config not found; run \"make deps\" first" >&2; exit 1
 endif
 
-.PHONY: deps test
+.PHONY: deps test demo
 
 # Install what the build, the tests and the demo need (Debian packages).
 deps:
@@ -66,3 +75,22 @@ test: deps
 	$(MAKE) all
 	$(MAKE) install
 	test/run.sh --regress "$(REGRESS)" --isolation "$(ISOLATION)"
+
+# The demo client: a plain libpq program, not part of the extension.  Its
+# flags are expanded only when it is built, after "deps" has installed
+# pg_config.
+DEMO_CFLAGS = -O2 -Wall -Wextra -Werror \
+	-I$(shell $(PG_CONFIG) --includedir)
+DEMO_LDFLAGS = -L$(shell $(PG_CONFIG) --libdir) -lpq -pthread
+EXTRA_CLEAN += test/demo/demo
+
+test/demo/demo: test/demo/demo.c
+	cc $(DEMO_CFLAGS) -o $@ $< $(DEMO_LDFLAGS)
+
+# Install what is missing, build and install, then watch worker processes
+# coordinate through distlock on a throwaway cluster (or on DSN=...).
+# Exits non-zero if any invariant the demo checks failed.
+demo: deps
+	$(MAKE) all install
+	$(MAKE) test/demo/demo
+	DSN="$(DSN)" test/demo/run.sh $(DEMO_ARGS)

@@ -58,11 +58,14 @@ CREATE INDEX sessions_expires_at_idx ON distlock.sessions (expires_at);
 --	acquired_at		server time of the grant that issued token
 --	renewed_at		server time of the last grant, re-entrant acquire or renew
 --	expires_at		end of the lease; NULL means "until released"
+--	hold_until		acquired_at + the grant's min_hold, or NULL
 --	created_by		role that made the current (or last) grant
 --
 -- A lease blocks other owners while owner is set, expires_at is NULL or in
--- the future, and its session (if any) is live.  Nothing else is needed to
--- free a lock: expiry and session death take effect on the server clock.
+-- the future, and its session (if any) is live; and, whatever becomes of
+-- its holder, until hold_until.  Nothing else is needed to free a lock:
+-- expiry, session death and the end of a hold take effect on the server
+-- clock.
 --
 CREATE TABLE distlock.locks
 (
@@ -73,6 +76,7 @@ CREATE TABLE distlock.locks
 	acquired_at timestamptz NOT NULL,
 	renewed_at	timestamptz NOT NULL,
 	expires_at	timestamptz,
+	hold_until	timestamptz,
 	created_by	regrole NOT NULL,
 	CONSTRAINT locks_pkey PRIMARY KEY (name),
 	CONSTRAINT locks_name_check
@@ -179,24 +183,39 @@ SELECT s.id, s.owner, s.info, s.ttl, s.created_at, s.heartbeat_at,
 COMMENT ON VIEW distlock.live_sessions IS
 	'sessions that have not expired, with the time they have left';
 
+-- A lock is shown while it blocks other owners: while its holder's claim is
+-- intact (an owner, and a live session if bound to one) and unexpired, or
+-- while its minimum hold lasts.  owner, session_id and expires_at are NULL
+-- once nobody can renew the lock (released, or its session ended) and only
+-- the hold keeps it.  remaining is the time until another owner could take
+-- the lock if its holder does nothing (NULL: until released).
 CREATE VIEW distlock.active_locks AS
-SELECT l.name, l.owner, l.session_id, l.token, l.acquired_at, l.renewed_at,
-	   l.expires_at,
-	   l.expires_at OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()
-		   AS remaining,
+SELECT l.name,
+	   CASE WHEN c.intact THEN l.owner END AS owner,
+	   CASE WHEN c.intact THEN l.session_id END AS session_id,
+	   l.token, l.acquired_at, l.renewed_at,
+	   CASE WHEN c.intact THEN l.expires_at END AS expires_at,
+	   CASE WHEN c.intact AND l.expires_at IS NULL THEN NULL
+			WHEN c.intact THEN GREATEST(l.expires_at, l.hold_until)
+			ELSE l.hold_until
+	   END OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp() AS remaining,
+	   l.hold_until,
 	   l.created_by
-  FROM distlock.locks l
- WHERE l.owner IS NOT NULL
-   AND (l.expires_at IS NULL
-		OR l.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp())
-   AND (l.session_id IS NULL
-		OR EXISTS (SELECT 1 FROM distlock.sessions s
-					WHERE s.id OPERATOR(pg_catalog.=) l.session_id
-					  AND s.expires_at OPERATOR(pg_catalog.>)
-						  pg_catalog.clock_timestamp()));
+  FROM distlock.locks l,
+	   LATERAL (SELECT l.owner IS NOT NULL
+					   AND (l.session_id IS NULL
+							OR EXISTS (SELECT 1 FROM distlock.sessions s
+										WHERE s.id OPERATOR(pg_catalog.=) l.session_id
+										  AND s.expires_at OPERATOR(pg_catalog.>)
+											  pg_catalog.clock_timestamp()))
+				AS intact) c
+ WHERE (c.intact
+		AND (l.expires_at IS NULL
+			 OR l.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()))
+	OR l.hold_until OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
 
 COMMENT ON VIEW distlock.active_locks IS
-	'locks held right now, with the time their lease has left (NULL: until released)';
+	'locks that keep other owners out right now, with the time until they would free themselves (NULL: until released)';
 
 CREATE VIEW distlock.queue_stats AS
 SELECT j.queue,
@@ -221,12 +240,13 @@ COMMENT ON VIEW distlock.queue_stats IS
 --
 CREATE FUNCTION distlock.try_acquire(lock_name text, owner text,
 									 ttl interval DEFAULT '30 seconds',
-									 session_id uuid DEFAULT NULL)
+									 session_id uuid DEFAULT NULL,
+									 min_hold interval DEFAULT NULL)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'distlock_try_acquire'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
-COMMENT ON FUNCTION distlock.try_acquire(text, text, interval, uuid) IS
-	'take or re-enter a lease; returns its fencing token, or NULL while another owner holds it';
+COMMENT ON FUNCTION distlock.try_acquire(text, text, interval, uuid, interval) IS
+	'take or re-enter a lease, kept from other owners for at least min_hold; returns its fencing token, or NULL while another owner holds it';
 
 CREATE FUNCTION distlock.renew(lock_name text, owner text,
 							   ttl interval DEFAULT '30 seconds')
@@ -328,3 +348,107 @@ AS 'MODULE_PATHNAME', 'distlock_cancel'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 COMMENT ON FUNCTION distlock.cancel(bigint) IS
 	'cancel a pending or running job';
+
+--
+-- Rate limits and advisory-lock helpers.
+--
+
+--
+-- distlock.throttles: one row per throttle name ever used, a token bucket
+-- of at most burst permits that gets one permit back per every (see
+-- src/throttle.c).  At time t it holds
+--		least(burst, permits + floor((t - refilled_at) / every))
+-- permits.  The row outlives its bucket being full again, like a lock row.
+--
+--	name			throttle name, 1 to 255 characters
+--	every			refill period of the last grant
+--	burst			capacity of the last grant
+--	permits			permits left at refilled_at
+--	refilled_at		server time up to which refills are counted
+--	granted_at		server time of the last grant
+--	created_by		role that made the last grant
+--
+CREATE TABLE distlock.throttles
+(
+	name		text NOT NULL,
+	every		interval NOT NULL,
+	burst		integer NOT NULL,
+	permits		integer NOT NULL,
+	refilled_at timestamptz NOT NULL,
+	granted_at	timestamptz NOT NULL,
+	created_by	regrole NOT NULL,
+	CONSTRAINT throttles_pkey PRIMARY KEY (name),
+	CONSTRAINT throttles_name_check
+		CHECK (pg_catalog.char_length(name) OPERATOR(pg_catalog.>=) 1
+			   AND pg_catalog.char_length(name) OPERATOR(pg_catalog.<=) 255),
+	CONSTRAINT throttles_permits_check
+		CHECK (permits OPERATOR(pg_catalog.>=) 0
+			   AND permits OPERATOR(pg_catalog.<) burst)
+);
+
+SELECT pg_catalog.pg_extension_config_dump('distlock.throttles', '');
+REVOKE ALL ON distlock.throttles FROM PUBLIC;
+
+CREATE FUNCTION distlock.throttle(name text, every interval,
+								  burst integer DEFAULT 1)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'distlock_throttle'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION distlock.throttle(text, interval, integer) IS
+	'spend one permit of a rate limit of burst permits refilled one per every; false, writing nothing, when none is left';
+
+CREATE FUNCTION distlock.throttle_status(name text,
+										 OUT available integer,
+										 OUT next_in interval,
+										 OUT every interval,
+										 OUT burst integer)
+RETURNS record
+AS 'MODULE_PATHNAME', 'distlock_throttle_status'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION distlock.throttle_status(text) IS
+	'permits a throttle has now and the time until its next one, judged with the every and burst of its last grant';
+
+-- A pure function of its argument, so IMMUTABLE and PARALLEL SAFE; not
+-- STRICT, like the rest of the API: a NULL name raises 22004.
+CREATE FUNCTION distlock.lock_key(name text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'distlock_lock_key'
+LANGUAGE C IMMUTABLE CALLED ON NULL INPUT PARALLEL SAFE;
+COMMENT ON FUNCTION distlock.lock_key(text) IS
+	'advisory-lock key of a name: the first 8 bytes of the SHA-256 of its UTF-8 text, as a little-endian bigint';
+
+--
+-- The advisory locks of the current database, decoded: key for the
+-- one-bigint form (pg_locks.objsubid 1: classid holds the high 32 bits,
+-- objid the low), key1 and key2 for the two-integer form (objsubid 2).
+-- blocked_by lists the backends a waiting request waits for.  It reads only
+-- the system views, as the caller (security_invoker), so a caller sees the
+-- query text pg_stat_activity would show it.
+--
+CREATE VIEW distlock.advisory_locks WITH (security_invoker = true) AS
+SELECT CASE WHEN l.objsubid OPERATOR(pg_catalog.=) 1
+			THEN (l.classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32)
+				 OPERATOR(pg_catalog.|) l.objid::pg_catalog.int8
+	   END AS key,
+	   CASE WHEN l.objsubid OPERATOR(pg_catalog.=) 2
+			THEN l.classid::pg_catalog.int4
+	   END AS key1,
+	   CASE WHEN l.objsubid OPERATOR(pg_catalog.=) 2
+			THEN l.objid::pg_catalog.int4
+	   END AS key2,
+	   l.pid, l.mode, l.granted, l.waitstart,
+	   CASE WHEN NOT l.granted THEN pg_catalog.pg_blocking_pids(l.pid) END
+		   AS blocked_by,
+	   a.application_name, a.query
+  FROM pg_catalog.pg_locks l
+  LEFT JOIN pg_catalog.pg_stat_activity a
+	ON a.pid OPERATOR(pg_catalog.=) l.pid
+ WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory'
+   AND l.database OPERATOR(pg_catalog.=)
+	   (SELECT d.oid FROM pg_catalog.pg_database d
+		 WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database());
+
+REVOKE ALL ON distlock.advisory_locks FROM PUBLIC;
+
+COMMENT ON VIEW distlock.advisory_locks IS
+	'advisory locks of this database, held and awaited, with their 64-bit key (or two integer keys) and the session holding or awaiting each';

@@ -73,6 +73,35 @@ dl_arg_name(FunctionCallInfo fcinfo, int argno, const char *what)
 	return dl_arg_optional_name(fcinfo, argno, what);
 }
 
+/* An integer that must be given and lie in [min, max]. */
+int32
+dl_arg_int_range(FunctionCallInfo fcinfo, int argno, const char *what,
+				 int32 min, int32 max)
+{
+	int32		v;
+
+	dl_arg_not_null(fcinfo, argno, what);
+	v = PG_GETARG_INT32(argno);
+	if (v < min || v > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be between %d and %d", what, min, max)));
+	return v;
+}
+
+/*
+ * The length of span in microseconds, a day counting as 24 hours and a month
+ * as 30 days, as in interval comparison.  A double, so that no interval can
+ * overflow the sum.
+ */
+static double
+check_interval_usecs(const Interval *span)
+{
+	return (double) span->time +
+		(double) span->day * USECS_PER_DAY +
+		(double) span->month * DAYS_PER_MONTH * USECS_PER_DAY;
+}
+
 /*
  * An interval that must be given, positive (or zero if allow_zero) and at
  * most DISTLOCK_MAX_INTERVAL_USECS.  Months count as 30 days here, as in
@@ -88,11 +117,7 @@ dl_arg_interval(FunctionCallInfo fcinfo, int argno, const char *what,
 
 	dl_arg_not_null(fcinfo, argno, what);
 	span = PG_GETARG_INTERVAL_P(argno);
-
-	/* double, so that no interval can overflow the sum */
-	usecs = (double) span->time +
-		(double) span->day * USECS_PER_DAY +
-		(double) span->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	usecs = check_interval_usecs(span);
 
 	if (usecs < 0 || (usecs == 0 && !allow_zero))
 		ereport(ERROR,
@@ -104,6 +129,18 @@ dl_arg_interval(FunctionCallInfo fcinfo, int argno, const char *what,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not exceed 366 days", what)));
 	return span;
+}
+
+/*
+ * The fixed length in microseconds of an interval that dl_arg_interval()
+ * accepted without allow_zero: the sum it checked, so at least 1 and at most
+ * DISTLOCK_MAX_INTERVAL_USECS.  For rates, where a "day" must not stretch
+ * over a DST change.
+ */
+int64
+dl_interval_usecs(const Interval *span)
+{
+	return (int64) check_interval_usecs(span);
 }
 
 /* ts + span, with the calendar rules of timestamptz + interval. */

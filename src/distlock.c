@@ -6,7 +6,8 @@
  * distlock needs nothing from shared_preload_libraries: every function works
  * right after CREATE EXTENSION, with all state in WAL-logged tables.  The
  * SQL-callable functions live in one file per concern: lease.c (locks and
- * fencing), session.c (sessions and reaping), queue.c (jobs).
+ * fencing), session.c (sessions and reaping), queue.c (jobs), throttle.c
+ * (rate limits), advisory.c (helpers for advisory-lock users).
  *
  * Portions Copyright (c) 2026, the distlock authors
  *

@@ -5,9 +5,10 @@
  *
  * The locking protocol every file follows
  * ---------------------------------------
- * distlock's state lives in three tables: distlock.sessions, distlock.locks
- * and distlock.jobs.  A decision that depends on whether a lease or a
- * session is still live is made in this order:
+ * distlock's state lives in four tables: distlock.sessions, distlock.locks,
+ * distlock.jobs and distlock.throttles.  A decision that depends on whether
+ * a lease or a session is still live, or on how many permits a throttle has
+ * left, is made in this order:
  *
  *	1. lock the row the decision is about,
  *	2. read the server clock (GetCurrentTimestamp()),
@@ -33,6 +34,8 @@
  * row, then a lock or job row, then the lock holder's session row.  reap()
  * takes a session row and then its job rows, and never a lock row: a dead
  * session's locks are free by definition, so nothing needs to touch them.
+ * throttle() locks one throttle row and nothing else; it may also refuse
+ * without locking anything, on the argument given in throttle.c.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -47,7 +50,10 @@
 #include "executor/spi.h"
 #include "utils/timestamp.h"
 
-/* Names, owners, queues and dedup keys are 1 to this many characters. */
+/*
+ * Names (of locks and throttles), owners, queues and dedup keys are 1 to
+ * this many characters.
+ */
 #define DISTLOCK_MAX_NAME_CHARS		255
 
 /* claim() hands out at most this many jobs per call. */
@@ -55,6 +61,9 @@
 
 /* enqueue()'s max_attempts may not exceed this. */
 #define DISTLOCK_MAX_ATTEMPTS		1000
+
+/* throttle()'s burst may not exceed this. */
+#define DISTLOCK_MAX_BURST			1000000
 
 /* No ttl or retry delay may exceed one year. */
 #define DISTLOCK_MAX_INTERVAL_USECS	(INT64CONST(366) * USECS_PER_DAY)
@@ -100,6 +109,9 @@ extern Interval *dl_arg_interval(FunctionCallInfo fcinfo, int argno,
 								 const char *what, bool allow_zero);
 extern void dl_arg_not_null(FunctionCallInfo fcinfo, int argno,
 							const char *what);
+extern int32 dl_arg_int_range(FunctionCallInfo fcinfo, int argno,
+							  const char *what, int32 min, int32 max);
+extern int64 dl_interval_usecs(const Interval *span);
 extern TimestampTz dl_add_interval(TimestampTz ts, Interval *span);
 
 /* session.c */

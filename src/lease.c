@@ -11,6 +11,12 @@
  * until another owner takes the lock: nobody else was granted a token in
  * between, so fencing is unaffected.
  *
+ * A grant may set a minimum hold (ShedLock's lockAtLeastFor): hold_until,
+ * acquired_at + min_hold.  Until then the lock blocks every other owner
+ * whatever becomes of its holder's claim, so a release (or expiry, or the
+ * end of the session) before hold_until leaves the lock held by nobody who
+ * can renew it.  Re-entry recomputes hold_until from the same acquired_at.
+ *
  * Fencing tokens come from distlock.token_seq, drawn only while the lock row
  * is locked FOR UPDATE, so a grant's token exceeds every token granted
  * earlier for that name; since lock rows are never deleted, that holds for
@@ -51,37 +57,45 @@ PG_FUNCTION_INFO_V1(distlock_fence);
 #define LOCK_COL_SESSION	2
 #define LOCK_COL_TOKEN		3
 #define LOCK_COL_EXPIRES	4
+#define LOCK_COL_HOLD		5
 
 static DistlockStmt lock_for_update_stmt = {
-	"SELECT owner, session_id, token, expires_at FROM distlock.locks"
-	" WHERE name = $1 FOR UPDATE",
+	"SELECT owner, session_id, token, expires_at, hold_until"
+	" FROM distlock.locks WHERE name = $1 FOR UPDATE",
 	1, {TEXTOID}
 };
 
 static DistlockStmt lock_for_share_stmt = {
-	"SELECT owner, session_id, token, expires_at FROM distlock.locks"
-	" WHERE name = $1 FOR SHARE",
+	"SELECT owner, session_id, token, expires_at, hold_until"
+	" FROM distlock.locks WHERE name = $1 FOR SHARE",
 	1, {TEXTOID}
 };
 
 /* First grant of a name.  The token is drawn for the new row only. */
 static DistlockStmt insert_stmt = {
 	"INSERT INTO distlock.locks (name, owner, session_id, token,"
-	" acquired_at, renewed_at, expires_at, created_by)"
-	" VALUES ($1, $2, $3, nextval('distlock.token_seq'), $4, $4, $5, $6)"
+	" acquired_at, renewed_at, expires_at, hold_until, created_by)"
+	" VALUES ($1, $2, $3, nextval('distlock.token_seq'), $4, $4, $5,"
+	" $4 + $7, $6)"
 	" ON CONFLICT (name) DO NOTHING RETURNING token",
-	6, {TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID}
+	7, {TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID,
+	INTERVALOID}
 };
 
-/* A grant on a locked row: re-entry ($7) keeps token and acquired_at. */
+/*
+ * A grant on a locked row: re-entry ($8) keeps token and acquired_at, and
+ * hold_until counts min_hold ($7) from that acquired_at.
+ */
 static DistlockStmt grant_stmt = {
 	"UPDATE distlock.locks SET owner = $2, session_id = $3,"
-	" token = CASE WHEN $7 THEN token ELSE nextval('distlock.token_seq') END,"
-	" acquired_at = CASE WHEN $7 THEN acquired_at ELSE $4 END,"
-	" renewed_at = $4, expires_at = $5, created_by = $6"
+	" token = CASE WHEN $8 THEN token ELSE nextval('distlock.token_seq') END,"
+	" acquired_at = CASE WHEN $8 THEN acquired_at ELSE $4 END,"
+	" renewed_at = $4, expires_at = $5,"
+	" hold_until = CASE WHEN $8 THEN acquired_at ELSE $4 END + $7,"
+	" created_by = $6"
 	" WHERE name = $1 RETURNING token",
-	7, {TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID,
-	BOOLOID}
+	8, {TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID,
+	INTERVALOID, BOOLOID}
 };
 
 static DistlockStmt renew_stmt = {
@@ -106,6 +120,8 @@ typedef struct LeaseRow
 	int64		token;
 	bool		has_expiry;
 	TimestampTz expires_at;
+	bool		has_hold;
+	TimestampTz hold_until;
 } LeaseRow;
 
 /*
@@ -130,6 +146,9 @@ lease_lock_row(DistlockStmt *stmt, text *name, LeaseRow *row)
 	d = dl_getattr(0, LOCK_COL_EXPIRES, &isnull);
 	row->has_expiry = !isnull;
 	row->expires_at = isnull ? 0 : DatumGetTimestampTz(d);
+	d = dl_getattr(0, LOCK_COL_HOLD, &isnull);
+	row->has_hold = !isnull;
+	row->hold_until = isnull ? 0 : DatumGetTimestampTz(d);
 	return true;
 }
 
@@ -144,6 +163,19 @@ lease_claim_intact(LeaseRow *row, bool share)
 	if (row->owner == NULL)
 		return false;
 	return !row->has_session || dl_session_is_live(row->session_id, share);
+}
+
+/*
+ * Whether a locked row keeps other owners out at now: its minimum hold has
+ * not passed, or its holder's claim (intact, as lease_claim_intact() found)
+ * has no end or an end still ahead.
+ */
+static bool
+lease_blocks(LeaseRow *row, bool intact, TimestampTz now)
+{
+	if (row->has_hold && row->hold_until > now)
+		return true;
+	return intact && (!row->has_expiry || row->expires_at > now);
 }
 
 /* Whether a row's owner is owner. */
@@ -166,12 +198,15 @@ lease_expiry(Interval *ttl, TimestampTz now, Datum *value, char *null)
 
 /*
  * try_acquire(lock_name text, owner text, ttl interval DEFAULT '30 seconds',
- *			   session_id uuid DEFAULT NULL) RETURNS bigint
+ *			   session_id uuid DEFAULT NULL, min_hold interval DEFAULT NULL)
+ *		RETURNS bigint
  *
  * Take the lock for owner until now + ttl (NULL ttl: until released), bound
  * to session_id if given, and return its fencing token; NULL if another
- * owner holds it.  The holder calling again keeps its token and gets the
- * new ttl and session.  A session_id that is not live raises 42704 or 55000.
+ * owner holds it or it is within its minimum hold.  With min_hold, no other
+ * owner gets the lock before acquired_at + min_hold, even after a release.
+ * The holder calling again keeps its token and gets the new ttl, session
+ * and min_hold.  A session_id that is not live raises 42704 or 55000.
  */
 Datum
 distlock_try_acquire(PG_FUNCTION_ARGS)
@@ -181,9 +216,11 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 	Interval   *ttl = PG_ARGISNULL(2) ? NULL :
 		dl_arg_interval(fcinfo, 2, "ttl", false);
 	bool		has_session = !PG_ARGISNULL(3);
+	Interval   *min_hold = PG_ARGISNULL(4) ? NULL :
+		dl_arg_interval(fcinfo, 4, "min_hold", false);
 	DistlockCall call;
-	Datum		values[7];
-	char		nulls[7] = "       ";
+	Datum		values[8];
+	char		nulls[8] = "        ";
 	bool		granted = false;
 	int64		token = 0;
 
@@ -191,6 +228,8 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 	values[1] = PointerGetDatum(owner);
 	values[2] = has_session ? PG_GETARG_DATUM(3) : (Datum) 0;
 	nulls[2] = has_session ? ' ' : 'n';
+	values[6] = PointerGetDatum(min_hold);
+	nulls[6] = min_hold ? ' ' : 'n';
 
 	dl_enter(&call, "distlock.try_acquire()", true);
 	values[5] = ObjectIdGetDatum(call.caller);
@@ -224,12 +263,12 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		intact = lease_claim_intact(&row, true);
 		now = GetCurrentTimestamp();
 		reentry = intact && lease_owned_by(&row, owner);
-		if (intact && !reentry && (!row.has_expiry || row.expires_at > now))
-			break;				/* held by another owner */
+		if (!reentry && lease_blocks(&row, intact, now))
+			break;				/* held by another owner, or on hold */
 
 		values[3] = TimestampTzGetDatum(now);
 		lease_expiry(ttl, now, &values[4], &nulls[4]);
-		values[6] = BoolGetDatum(reentry);
+		values[7] = BoolGetDatum(reentry);
 		dl_exec(&grant_stmt, values, nulls, 0);
 		granted = true;
 		token = dl_getint64(0, 1);

@@ -137,22 +137,6 @@ queue_check_job_exists(Datum job_id)
 						DatumGetInt64(job_id))));
 }
 
-/* An integer argument that must be given and lie in [min, max]. */
-static int32
-queue_arg_int_range(FunctionCallInfo fcinfo, int argno, const char *what,
-					int32 min, int32 max)
-{
-	int32		v;
-
-	dl_arg_not_null(fcinfo, argno, what);
-	v = PG_GETARG_INT32(argno);
-	if (v < min || v > max)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be between %d and %d", what, min, max)));
-	return v;
-}
-
 /*
  * enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz
  *		   DEFAULT NULL, priority integer DEFAULT 0, max_attempts integer
@@ -175,8 +159,8 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 
 	dl_arg_not_null(fcinfo, 1, "payload");
 	dl_arg_not_null(fcinfo, 3, "priority");
-	values[4] = Int32GetDatum(queue_arg_int_range(fcinfo, 4, "max_attempts",
-												  1, DISTLOCK_MAX_ATTEMPTS));
+	values[4] = Int32GetDatum(dl_arg_int_range(fcinfo, 4, "max_attempts",
+											   1, DISTLOCK_MAX_ATTEMPTS));
 	dedup_key = dl_arg_optional_name(fcinfo, 5, "dedup_key");
 	if (!PG_ARGISNULL(2) && TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(2)))
 		ereport(ERROR,
@@ -237,8 +221,8 @@ distlock_claim(PG_FUNCTION_ARGS)
 	dl_arg_not_null(fcinfo, 1, "session_id");
 	values[0] = PointerGetDatum(queue);
 	values[1] = PG_GETARG_DATUM(1);
-	values[3] = Int32GetDatum(queue_arg_int_range(fcinfo, 2, "max_jobs", 1,
-												  DISTLOCK_MAX_CLAIM_JOBS));
+	values[3] = Int32GetDatum(dl_arg_int_range(fcinfo, 2, "max_jobs", 1,
+											   DISTLOCK_MAX_CLAIM_JOBS));
 
 	InitMaterializedSRF(fcinfo, 0);
 

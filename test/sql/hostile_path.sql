@@ -74,7 +74,7 @@ SELECT count(*) AS attacker_objects
 SELECT distlock.session_open('1 minute', 'w') AS s \gset
 SELECT distlock.try_acquire('L', 'w', '1 minute', :'s') AS t \gset
 SELECT distlock.try_acquire('L', 'other') IS NULL AS refused;
-SELECT distlock.renew('L', 'w', '1 minute'), distlock.fence('L', :t) IS NULL AS fenced;
+SELECT distlock.renew('L', 'w', '1 minute'), distlock.fence('L', :t) IS NOT NULL AS fenced;
 SELECT distlock.release('L', 'w');
 SELECT distlock.enqueue('q', '{}', dedup_key => 'k') AS j \gset
 SELECT distlock.enqueue('q', '{}', dedup_key => 'k') = :j AS deduplicated;

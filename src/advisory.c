@@ -1,0 +1,76 @@
+/*-------------------------------------------------------------------------
+ *
+ * advisory.c
+ *		Helpers for users of PostgreSQL's advisory locks: lock_key.
+ *
+ * Advisory locks are keyed by one bigint (or two integers), so applications
+ * that name their locks hash the name.  Hashing to 32 bits (hashtext(), or
+ * a fold of a longer hash) collides once a few tens of thousands of names
+ * are in use; lock_key() keeps 64 bits of SHA-256, where a collision needs
+ * billions of names.  The key is the first 8 bytes of the digest of the
+ * name's UTF-8 bytes, read as a little-endian signed integer: what Python's
+ * struct.unpack('<q', hashlib.sha256(name.encode()).digest()[:8]) gives,
+ * and struct.unpack('q', ...) on common (little-endian) hardware, so keys
+ * computed in the database and in the application agree.  The name is
+ * converted to UTF-8 first, so the key does not depend on the database
+ * encoding.  The digest is the backend's own SHA-256 (src/common).
+ *
+ * The distlock.advisory_locks view, which decodes pg_locks, is plain SQL in
+ * the install script.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/advisory.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/cryptohash.h"
+#include "common/sha2.h"
+#include "fmgr.h"
+#include "mb/pg_wchar.h"
+
+#include "distlock.h"
+
+PG_FUNCTION_INFO_V1(distlock_lock_key);
+
+/*
+ * lock_key(name text) RETURNS bigint
+ *
+ * The advisory-lock key of name: the first 8 bytes of the SHA-256 of its
+ * UTF-8 encoding, as a little-endian signed 64-bit integer.  Any text is a
+ * name here, the empty string included; NULL raises 22004 (a NULL key would
+ * make pg_try_advisory_lock() answer NULL, which reads as "not acquired").
+ */
+Datum
+distlock_lock_key(PG_FUNCTION_ARGS)
+{
+	text	   *name;
+	char	   *utf8;
+	int			len;
+	pg_cryptohash_ctx *ctx;
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	uint64		key = 0;
+
+	dl_arg_not_null(fcinfo, 0, "name");
+	name = PG_GETARG_TEXT_PP(0);
+	len = VARSIZE_ANY_EXHDR(name);
+	utf8 = pg_server_to_any(VARDATA_ANY(name), len, PG_UTF8);
+	if (utf8 != VARDATA_ANY(name))
+		len = strlen(utf8);
+
+	ctx = pg_cryptohash_create(PG_SHA256);
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (uint8 *) utf8, len) < 0 ||
+		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "could not compute SHA-256 digest: %s",
+			 pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+
+	for (int i = 7; i >= 0; i--)
+		key = (key << 8) | digest[i];
+
+	PG_RETURN_INT64((int64) key);
+}

@@ -1,0 +1,64 @@
+#!/bin/bash
+# test/scripts/upgrade.sh -- every upgrade path ends where a fresh install is.
+#
+# For each upgrade script sql/distlock--A--B.sql: install version A, put
+# state in it, ALTER EXTENSION distlock UPDATE to the default version, and
+# compare pg_dump --schema-only of the result with a fresh install of the
+# default version; the state must survive the update and keep working.
+# (pg_dump --schema-only shows only "CREATE EXTENSION" for an extension, so
+# the comparison is of test/scripts/catalog.sql's listing of its objects.)
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/test/cluster.sh"
+
+dir=$(mktemp -d /tmp/distlock-upgrade.XXXXXX)
+trap 'cluster_stop; rm -rf "$dir"' EXIT
+cluster_start "$dir"
+psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+
+current=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$top/distlock.control")
+schema_dump()
+{
+	psql -At -d "$1" -f "$top/test/scripts/catalog.sql" >"$dir/$1.schema"
+}
+
+psql -c "CREATE DATABASE fresh"
+psql -d fresh -c "CREATE EXTENSION distlock"
+schema_dump fresh
+
+found=0
+for script in "$top"/sql/distlock--*--*.sql; do
+	[ -e "$script" ] || continue
+	from=$(basename "$script" .sql | sed 's/^distlock--\([^-]*\)--.*/\1/')
+	found=$((found + 1))
+	db="from_${from//./_}"
+	psql -c "CREATE DATABASE $db"
+	psql -d "$db" -c "CREATE EXTENSION distlock VERSION '$from'" \
+		-c "SELECT distlock.try_acquire('kept', 'w', NULL)" \
+		-c "SELECT distlock.enqueue('q', '{\"kept\": true}')" >/dev/null
+	psql -d "$db" -c "ALTER EXTENSION distlock UPDATE"
+	version=$(psql -At -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'distlock'")
+	if [ "$version" = "$current" ]; then
+		echo "ok - $from updates to $current"
+	else
+		echo "not ok - $from updated to $version, not $current"
+	fi
+	schema_dump "$db"
+	if diff -u "$dir/fresh.schema" "$dir/$db.schema" >"$dir/$db.diff"; then
+		echo "ok - $from -> $current: schema identical to a fresh install"
+	else
+		echo "not ok - $from -> $current: schema differs from a fresh install"
+		head -50 "$dir/$db.diff"
+	fi
+	state=$(psql -At -d "$db" -c "SELECT distlock.try_acquire('kept', 'w', NULL) IS NOT NULL,
+		(SELECT count(*) FROM distlock.jobs WHERE payload ? 'kept')")
+	if [ "$state" = "t|1" ]; then
+		echo "ok - $from -> $current: locks and jobs survive the update"
+	else
+		echo "not ok - $from -> $current: state after update is '$state'"
+	fi
+done
+if [ "$found" -eq 0 ]; then
+	echo "not ok - no upgrade script found under sql/"
+fi
