@@ -3,6 +3,7 @@
 EXTENSION = distlock
 MODULE_big = distlock
 OBJS = \
+	src/access.o \
 	src/advisory.o \
 	src/check.o \
 	src/distlock.o \
@@ -24,6 +25,8 @@ REGRESS = \
 	queue_retry \
 	bad_input \
 	clock \
+	roles \
+	audit \
 	throttle \
 	min_hold \
 	advisory \

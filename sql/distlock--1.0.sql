@@ -169,16 +169,24 @@ REVOKE ALL ON ALL TABLES IN SCHEMA distlock FROM PUBLIC;
 REVOKE ALL ON ALL SEQUENCES IN SCHEMA distlock FROM PUBLIC;
 
 --
--- Views.  They judge liveness on clock_timestamp(), like the functions.
+-- Views.  They judge liveness on clock_timestamp(), like the functions, and
+-- show a role only the rows of roles whose privileges it has (all rows to
+-- those with the privileges of the extension's owner), as the functions
+-- let it act only on those.  security_barrier keeps a caller's own
+-- conditions from seeing the other rows first.
 --
-CREATE VIEW distlock.live_sessions AS
+CREATE VIEW distlock.live_sessions WITH (security_barrier) AS
 SELECT s.id, s.owner, s.info, s.ttl, s.created_at, s.heartbeat_at,
 	   s.expires_at,
 	   s.expires_at OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp()
 		   AS remaining,
 	   s.created_by
   FROM distlock.sessions s
- WHERE s.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
+ WHERE s.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+   AND (pg_catalog.pg_has_role(s.created_by, 'USAGE')
+		OR pg_catalog.pg_has_role((SELECT e.extowner FROM pg_catalog.pg_extension e
+									WHERE e.extname OPERATOR(pg_catalog.=) 'distlock'),
+								  'USAGE'));
 
 COMMENT ON VIEW distlock.live_sessions IS
 	'sessions that have not expired, with the time they have left';
@@ -189,7 +197,7 @@ COMMENT ON VIEW distlock.live_sessions IS
 -- once nobody can renew the lock (released, or its session ended) and only
 -- the hold keeps it.  remaining is the time until another owner could take
 -- the lock if its holder does nothing (NULL: until released).
-CREATE VIEW distlock.active_locks AS
+CREATE VIEW distlock.active_locks WITH (security_barrier) AS
 SELECT l.name,
 	   CASE WHEN c.intact THEN l.owner END AS owner,
 	   CASE WHEN c.intact THEN l.session_id END AS session_id,
@@ -209,15 +217,19 @@ SELECT l.name,
 										  AND s.expires_at OPERATOR(pg_catalog.>)
 											  pg_catalog.clock_timestamp()))
 				AS intact) c
- WHERE (c.intact
-		AND (l.expires_at IS NULL
-			 OR l.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()))
-	OR l.hold_until OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp();
+ WHERE ((c.intact
+		 AND (l.expires_at IS NULL
+			  OR l.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()))
+		OR l.hold_until OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp())
+   AND (pg_catalog.pg_has_role(l.created_by, 'USAGE')
+		OR pg_catalog.pg_has_role((SELECT e.extowner FROM pg_catalog.pg_extension e
+									WHERE e.extname OPERATOR(pg_catalog.=) 'distlock'),
+								  'USAGE'));
 
 COMMENT ON VIEW distlock.active_locks IS
 	'locks that keep other owners out right now, with the time until they would free themselves (NULL: until released)';
 
-CREATE VIEW distlock.queue_stats AS
+CREATE VIEW distlock.queue_stats WITH (security_barrier) AS
 SELECT j.queue,
 	   pg_catalog.count(*) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'pending'::distlock.job_status) AS pending,
 	   pg_catalog.count(*) FILTER (WHERE j.status OPERATOR(pg_catalog.=) 'running'::distlock.job_status) AS running,
@@ -229,7 +241,20 @@ SELECT j.queue,
 			   AND j.run_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp())
 		   AS oldest_pending_age
   FROM distlock.jobs j
+ WHERE (pg_catalog.pg_has_role(j.created_by, 'USAGE')
+		OR pg_catalog.pg_has_role((SELECT e.extowner FROM pg_catalog.pg_extension e
+									WHERE e.extname OPERATOR(pg_catalog.=) 'distlock'),
+								  'USAGE'))
  GROUP BY j.queue;
+
+-- The views show each role its own rows only: anyone may read them.
+GRANT SELECT ON distlock.live_sessions, distlock.active_locks,
+	distlock.queue_stats TO PUBLIC;
+
+-- distlock is trusted: a database owner who installs it owns the extension
+-- but not the schema, which the bootstrap superuser creates.  Let that owner
+-- hand the schema on to the roles that are to use distlock.
+GRANT USAGE ON SCHEMA distlock TO @extowner@ WITH GRANT OPTION;
 
 COMMENT ON VIEW distlock.queue_stats IS
 	'per queue: jobs in each status, and how long the oldest due pending job has waited';

@@ -114,9 +114,16 @@ extern int32 dl_arg_int_range(FunctionCallInfo fcinfo, int argno,
 extern int64 dl_interval_usecs(const Interval *span);
 extern TimestampTz dl_add_interval(TimestampTz ts, Interval *span);
 
+/* access.c */
+extern bool dl_may_act_for(DistlockCall *call, Oid creator);
+extern bool dl_caller_is_admin(DistlockCall *call);
+extern void dl_check_access(DistlockCall *call, Oid creator, const char *kind,
+							const char *name);
+
 /* session.c */
-extern void dl_session_use(Datum session_id);
+extern void dl_session_use(DistlockCall *call, Datum session_id);
 extern bool dl_session_is_live(Datum session_id, bool share);
+extern bool dl_session_acting(DistlockCall *call, Datum session_id);
 extern int	dl_reap_expired(TimestampTz now, int limit);
 
 #endif							/* DISTLOCK_H */

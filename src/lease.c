@@ -24,6 +24,10 @@
  * that a token seen in a transaction that then rolled back is not handed out
  * again either.
  *
+ * A grant belongs to the role that made it (created_by): only a role that
+ * may act for it (access.c) may renew, release or fence it, or re-enter it
+ * with the same owner string.  To any other role a held lock is simply held.
+ *
  * Concurrency: every decision locks the lock row first (FOR UPDATE, or FOR
  * SHARE in fence()), then the holder's session row if the lease is bound to
  * one, and only then reads the clock (see distlock.h).  Two contenders are
@@ -58,15 +62,16 @@ PG_FUNCTION_INFO_V1(distlock_fence);
 #define LOCK_COL_TOKEN		3
 #define LOCK_COL_EXPIRES	4
 #define LOCK_COL_HOLD		5
+#define LOCK_COL_CREATOR	6
 
 static DistlockStmt lock_for_update_stmt = {
-	"SELECT owner, session_id, token, expires_at, hold_until"
+	"SELECT owner, session_id, token, expires_at, hold_until, created_by"
 	" FROM distlock.locks WHERE name = $1 FOR UPDATE",
 	1, {TEXTOID}
 };
 
 static DistlockStmt lock_for_share_stmt = {
-	"SELECT owner, session_id, token, expires_at, hold_until"
+	"SELECT owner, session_id, token, expires_at, hold_until, created_by"
 	" FROM distlock.locks WHERE name = $1 FOR SHARE",
 	1, {TEXTOID}
 };
@@ -122,14 +127,17 @@ typedef struct LeaseRow
 	TimestampTz expires_at;
 	bool		has_hold;
 	TimestampTz hold_until;
+	Oid			created_by;		/* role of the current (or last) grant */
 } LeaseRow;
 
 /*
  * Lock the row of lock name with stmt and read it into *row; false if the
- * name has never been acquired.
+ * name has never been acquired.  With a call, a current grant (one with an
+ * owner) must be of a role the caller may act for, or 42501 is raised.
  */
 static bool
-lease_lock_row(DistlockStmt *stmt, text *name, LeaseRow *row)
+lease_lock_row(DistlockStmt *stmt, text *name, LeaseRow *row,
+			   DistlockCall *call)
 {
 	Datum		values[1] = {PointerGetDatum(name)};
 	bool		isnull;
@@ -149,6 +157,10 @@ lease_lock_row(DistlockStmt *stmt, text *name, LeaseRow *row)
 	d = dl_getattr(0, LOCK_COL_HOLD, &isnull);
 	row->has_hold = !isnull;
 	row->hold_until = isnull ? 0 : DatumGetTimestampTz(d);
+	row->created_by = DatumGetObjectId(dl_getattr(0, LOCK_COL_CREATOR, &isnull));
+	if (call && row->owner != NULL)
+		dl_check_access(call, row->created_by, "lock",
+						quote_identifier(text_to_cstring(name)));
 	return true;
 }
 
@@ -235,7 +247,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 	values[5] = ObjectIdGetDatum(call.caller);
 
 	if (has_session)
-		dl_session_use(values[2]);
+		dl_session_use(&call, values[2]);
 
 	for (;;)
 	{
@@ -244,7 +256,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		bool		intact;
 		bool		reentry;
 
-		if (!lease_lock_row(&lock_for_update_stmt, name, &row))
+		if (!lease_lock_row(&lock_for_update_stmt, name, &row, NULL))
 		{
 			/* first grant ever; lose a race and we lock the winner's row */
 			now = GetCurrentTimestamp();
@@ -262,7 +274,9 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 
 		intact = lease_claim_intact(&row, true);
 		now = GetCurrentTimestamp();
-		reentry = intact && lease_owned_by(&row, owner);
+		/* an owner string is only good for the role that was granted it */
+		reentry = intact && lease_owned_by(&row, owner) &&
+			dl_may_act_for(&call, row.created_by);
 		if (!reentry && lease_blocks(&row, intact, now))
 			break;				/* held by another owner, or on hold */
 
@@ -283,14 +297,15 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 
 /*
  * Lock the row of name for its owner's renew or release: true if owner's
- * claim is intact, whether or not its time has run out.
+ * claim is intact, whether or not its time has run out.  A lock currently
+ * granted to a role the caller may not act for raises 42501.
  */
 static bool
-lease_lock_own(text *name, text *owner)
+lease_lock_own(DistlockCall *call, text *name, text *owner)
 {
 	LeaseRow	row;
 
-	return lease_lock_row(&lock_for_update_stmt, name, &row) &&
+	return lease_lock_row(&lock_for_update_stmt, name, &row, call) &&
 		lease_owned_by(&row, owner) &&
 		lease_claim_intact(&row, false);
 }
@@ -317,7 +332,7 @@ distlock_renew(PG_FUNCTION_ARGS)
 	bool		renewed;
 
 	dl_enter(&call, "distlock.renew()", true);
-	renewed = lease_lock_own(name, owner);
+	renewed = lease_lock_own(&call, name, owner);
 	if (renewed)
 	{
 		TimestampTz now = GetCurrentTimestamp();
@@ -349,7 +364,7 @@ distlock_release(PG_FUNCTION_ARGS)
 	bool		released;
 
 	dl_enter(&call, "distlock.release()", true);
-	released = lease_lock_own(name, owner);
+	released = lease_lock_own(&call, name, owner);
 	if (released)
 	{
 		values[0] = PointerGetDatum(name);
@@ -365,7 +380,8 @@ distlock_release(PG_FUNCTION_ARGS)
  * fence(lock_name text, token bigint) RETURNS void
  *
  * Raise 55000 unless token is the current token of a live lease on
- * lock_name (42704 if the lock does not exist).  On success the lock row
+ * lock_name (42704 if the lock does not exist, 42501 if it is granted to a
+ * role the caller may not act for).  On success the lock row
  * stays share-locked until the caller's transaction ends: another owner's
  * try_acquire waits for it, so writes made in this transaction after fence()
  * commit only while the lease is still this token's.
@@ -384,7 +400,7 @@ distlock_fence(PG_FUNCTION_ARGS)
 	cname = text_to_cstring(name);
 
 	dl_enter(&call, "distlock.fence()", true);
-	if (!lease_lock_row(&lock_for_share_stmt, name, &row))
+	if (!lease_lock_row(&lock_for_share_stmt, name, &row, &call))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("lock \"%s\" does not exist", cname)));

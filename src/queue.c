@@ -60,7 +60,7 @@ static DistlockStmt insert_stmt = {
 };
 
 static DistlockStmt find_dedup_stmt = {
-	"SELECT id FROM distlock.jobs"
+	"SELECT id, created_by FROM distlock.jobs"
 	" WHERE queue = $1 AND dedup_key = $2 AND " DEDUP_PREDICATE,
 	2, {TEXTOID, TEXTOID}
 };
@@ -68,12 +68,14 @@ static DistlockStmt find_dedup_stmt = {
 /*
  * Claim order is priority (higher first), run_at, id: a walk of
  * jobs_claim_idx from its start for the queue, skipping rows that other
- * claimers hold.
+ * claimers hold, and jobs of roles the caller ($5) may not act for unless
+ * it is an administrator ($6).
  */
 static DistlockStmt claim_stmt = {
 	"WITH picked AS ("
 	"  SELECT id FROM distlock.jobs"
 	"  WHERE queue = $1 AND status = 'pending' AND run_at <= $3"
+	"   AND ($6 OR pg_has_role($5, created_by, 'USAGE'))"
 	"  ORDER BY priority DESC, run_at, id"
 	"  LIMIT $4 FOR UPDATE SKIP LOCKED),"
 	" claimed AS ("
@@ -81,7 +83,7 @@ static DistlockStmt claim_stmt = {
 	"   claimed_at = $3, attempts = j.attempts + 1"
 	"  FROM picked WHERE j.id = picked.id RETURNING j.*)"
 	" SELECT * FROM claimed ORDER BY priority DESC, run_at, id",
-	4, {TEXTOID, UUIDOID, TIMESTAMPTZOID, INT4OID}
+	6, {TEXTOID, UUIDOID, TIMESTAMPTZOID, INT4OID, OIDOID, BOOLOID}
 };
 
 static DistlockStmt complete_stmt = {
@@ -116,25 +118,34 @@ static DistlockStmt cancel_stmt = {
 	2, {INT8OID, TIMESTAMPTZOID}
 };
 
-static DistlockStmt exists_stmt = {
-	"SELECT 1 FROM distlock.jobs WHERE id = $1",
+static DistlockStmt creator_stmt = {
+	"SELECT created_by FROM distlock.jobs WHERE id = $1",
 	1, {INT8OID}
 };
 
 /*
- * A job id an acknowledgement or cancel did not change: raise 42704 if no
- * such job exists, so that a wrong id is not mistaken for a refusal.
+ * The role that enqueued job_id.  Raises 42704 if there is no such job, so
+ * that a wrong id is not mistaken for a refusal.
  */
-static void
-queue_check_job_exists(Datum job_id)
+static Oid
+queue_job_creator(Datum job_id)
 {
 	Datum		values[1] = {job_id};
+	bool		isnull;
 
-	if (dl_exec(&exists_stmt, values, NULL, 1) == 0)
+	if (dl_exec(&creator_stmt, values, NULL, 1) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("job " INT64_FORMAT " does not exist",
 						DatumGetInt64(job_id))));
+	return DatumGetObjectId(dl_getattr(0, 1, &isnull));
+}
+
+/* A job id as messages show it. */
+static char *
+queue_job_label(int64 id)
+{
+	return psprintf(INT64_FORMAT, id);
 }
 
 /*
@@ -187,13 +198,24 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 	for (;;)
 	{
 		Datum		dedup_values[2] = {values[0], values[5]};
+		bool		isnull;
 
-		if (dl_exec(&insert_stmt, values, nulls, 0) == 1 ||
-			dl_exec(&find_dedup_stmt, dedup_values, NULL, 1) == 1)
+		if (dl_exec(&insert_stmt, values, nulls, 0) == 1)
+		{
+			id = dl_getint64(0, 1);
 			break;
+		}
+		if (dl_exec(&find_dedup_stmt, dedup_values, NULL, 1) == 1)
+		{
+			/* another role's job is not ours to see */
+			id = dl_getint64(0, 1);
+			dl_check_access(&call,
+							DatumGetObjectId(dl_getattr(0, 2, &isnull)),
+							"job", queue_job_label(id));
+			break;
+		}
 		CHECK_FOR_INTERRUPTS();
 	}
-	id = dl_getint64(0, 1);
 	dl_leave(&call);
 
 	PG_RETURN_INT64(id);
@@ -214,7 +236,7 @@ distlock_claim(PG_FUNCTION_ARGS)
 	text	   *queue = dl_arg_name(fcinfo, 0, "queue name");
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	DistlockCall call;
-	Datum		values[4];
+	Datum		values[6];
 	TimestampTz now;
 	uint64		n;
 
@@ -227,7 +249,9 @@ distlock_claim(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 
 	dl_enter(&call, "distlock.claim()", true);
-	dl_session_use(values[1]);
+	dl_session_use(&call, values[1]);
+	values[4] = ObjectIdGetDatum(call.caller);
+	values[5] = BoolGetDatum(dl_caller_is_admin(&call));
 	now = GetCurrentTimestamp();
 	dl_reap_expired(now, DISTLOCK_REAP_BATCH);
 	values[2] = TimestampTzGetDatum(now);
@@ -267,13 +291,13 @@ distlock_complete(PG_FUNCTION_ARGS)
 	nulls[3] = PG_ARGISNULL(2) ? 'n' : ' ';
 
 	dl_enter(&call, "distlock.complete()", true);
-	if (dl_session_is_live(values[1], false))
+	if (dl_session_acting(&call, values[1]))
 	{
 		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 		done = dl_exec(&complete_stmt, values, nulls, 0) == 1;
 	}
 	if (!done)
-		queue_check_job_exists(values[0]);
+		(void) queue_job_creator(values[0]);
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(done);
@@ -307,13 +331,13 @@ distlock_fail(PG_FUNCTION_ARGS)
 	values[5] = Float8GetDatum(0.5 + pg_prng_double(&pg_global_prng_state) / 2);
 
 	dl_enter(&call, "distlock.fail()", true);
-	if (dl_session_is_live(values[1], false))
+	if (dl_session_acting(&call, values[1]))
 	{
 		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 		done = dl_exec(&fail_stmt, values, nulls, 0) == 1;
 	}
 	if (!done)
-		queue_check_job_exists(values[0]);
+		(void) queue_job_creator(values[0]);
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(done);
@@ -337,10 +361,10 @@ distlock_cancel(PG_FUNCTION_ARGS)
 	values[0] = PG_GETARG_DATUM(0);
 
 	dl_enter(&call, "distlock.cancel()", true);
+	dl_check_access(&call, queue_job_creator(values[0]), "job",
+					queue_job_label(DatumGetInt64(values[0])));
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 	done = dl_exec(&cancel_stmt, values, NULL, 0) == 1;
-	if (!done)
-		queue_check_job_exists(values[0]);
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(done);

@@ -19,6 +19,10 @@
  * FOR UPDATE, which waits for every call the session itself has in flight
  * (they hold FOR KEY SHARE), so a job being completed is never handed back.
  *
+ * Only a role that may act for the session's creator (access.c) may use,
+ * heartbeat or close it; anyone may judge whether it is live, and reap()
+ * tidies expired sessions of every role.
+ *
  * Portions Copyright (c) 2026, the distlock authors
  *
  * IDENTIFICATION
@@ -49,18 +53,25 @@ static DistlockStmt insert_stmt = {
 	TIMESTAMPTZOID, REGROLEOID}
 };
 
+/* Columns of the statements that lock a session row. */
+#define SESSION_COL_EXPIRES		1
+#define SESSION_COL_CREATOR		2
+#define SESSION_COL_TTL			3
+
 static DistlockStmt lock_key_share_stmt = {
-	"SELECT expires_at FROM distlock.sessions WHERE id = $1 FOR KEY SHARE",
+	"SELECT expires_at, created_by FROM distlock.sessions WHERE id = $1"
+	" FOR KEY SHARE",
 	1, {UUIDOID}
 };
 
 static DistlockStmt lock_share_stmt = {
-	"SELECT expires_at FROM distlock.sessions WHERE id = $1 FOR SHARE",
+	"SELECT expires_at, created_by FROM distlock.sessions WHERE id = $1"
+	" FOR SHARE",
 	1, {UUIDOID}
 };
 
 static DistlockStmt lock_heartbeat_stmt = {
-	"SELECT expires_at, ttl FROM distlock.sessions WHERE id = $1"
+	"SELECT expires_at, created_by, ttl FROM distlock.sessions WHERE id = $1"
 	" FOR NO KEY UPDATE",
 	1, {UUIDOID}
 };
@@ -72,7 +83,8 @@ static DistlockStmt heartbeat_stmt = {
 };
 
 static DistlockStmt lock_close_stmt = {
-	"SELECT expires_at FROM distlock.sessions WHERE id = $1 FOR UPDATE",
+	"SELECT expires_at, created_by FROM distlock.sessions WHERE id = $1"
+	" FOR UPDATE",
 	1, {UUIDOID}
 };
 
@@ -117,20 +129,28 @@ typedef enum SessionState
 } SessionState;
 
 /*
- * Lock session_id's row with stmt and tell what state it is in now;
- * *expires is set unless the row is missing.
+ * Lock session_id's row with stmt and tell what state it is in now.  With a
+ * call, the caller must be allowed to act on the session (42501 otherwise):
+ * the session acts for itself.  Without, somebody is only judging whether
+ * it is live.
  */
 static SessionState
-session_lock_state(DistlockStmt *stmt, Datum session_id, TimestampTz *expires)
+session_lock_state(DistlockStmt *stmt, Datum session_id, DistlockCall *call)
 {
 	Datum		values[1] = {session_id};
 	bool		isnull;
+	TimestampTz expires;
 
 	if (dl_exec(stmt, values, NULL, 1) == 0)
 		return SESSION_MISSING;
-	*expires = DatumGetTimestampTz(dl_getattr(0, 1, &isnull));
+	if (call)
+		dl_check_access(call,
+						DatumGetObjectId(dl_getattr(0, SESSION_COL_CREATOR, &isnull)),
+						"session",
+						DatumGetCString(DirectFunctionCall1(uuid_out, session_id)));
+	expires = DatumGetTimestampTz(dl_getattr(0, SESSION_COL_EXPIRES, &isnull));
 	/* the clock is read only now that the row is locked */
-	return *expires > GetCurrentTimestamp() ? SESSION_LIVE : SESSION_EXPIRED;
+	return expires > GetCurrentTimestamp() ? SESSION_LIVE : SESSION_EXPIRED;
 }
 
 /*
@@ -142,23 +162,32 @@ session_lock_state(DistlockStmt *stmt, Datum session_id, TimestampTz *expires)
 bool
 dl_session_is_live(Datum session_id, bool share)
 {
-	TimestampTz expires;
-
 	return session_lock_state(share ? &lock_share_stmt : &lock_key_share_stmt,
-							  session_id, &expires) == SESSION_LIVE;
+							  session_id, NULL) == SESSION_LIVE;
+}
+
+/*
+ * Whether session_id, through which the caller acts, is live; its row stays
+ * locked FOR KEY SHARE, so it is not reaped or closed under the call.  A
+ * session of a role the caller may not act for raises 42501.
+ */
+bool
+dl_session_acting(DistlockCall *call, Datum session_id)
+{
+	return session_lock_state(&lock_key_share_stmt, session_id, call) ==
+		SESSION_LIVE;
 }
 
 /*
  * The calling worker acts through session_id: raise 42704 if it does not
- * exist and 55000 if it has expired.  The row stays locked FOR KEY SHARE,
- * so the session is not reaped or closed under the call.
+ * exist, 42501 if it is another role's, and 55000 if it has expired.  The
+ * row stays locked FOR KEY SHARE, so the session is not reaped or closed
+ * under the call.
  */
 void
-dl_session_use(Datum session_id)
+dl_session_use(DistlockCall *call, Datum session_id)
 {
-	TimestampTz expires;
-
-	switch (session_lock_state(&lock_key_share_stmt, session_id, &expires))
+	switch (session_lock_state(&lock_key_share_stmt, session_id, call))
 	{
 		case SESSION_LIVE:
 			return;
@@ -277,21 +306,18 @@ distlock_heartbeat(PG_FUNCTION_ARGS)
 	values[0] = PG_GETARG_DATUM(0);
 
 	dl_enter(&call, "distlock.heartbeat()", true);
-	live = dl_exec(&lock_heartbeat_stmt, values, NULL, 1) == 1;
+	live = session_lock_state(&lock_heartbeat_stmt, values[0], &call) ==
+		SESSION_LIVE;
 	if (live)
 	{
 		bool		isnull;
-		TimestampTz expires = DatumGetTimestampTz(dl_getattr(0, 1, &isnull));
-		Interval   *ttl = DatumGetIntervalP(dl_getattr(0, 2, &isnull));
+		Interval   *ttl = DatumGetIntervalP(dl_getattr(0, SESSION_COL_TTL,
+														&isnull));
 		TimestampTz now = GetCurrentTimestamp();
 
-		live = expires > now;
-		if (live)
-		{
-			values[1] = TimestampTzGetDatum(now);
-			values[2] = TimestampTzGetDatum(dl_add_interval(now, ttl));
-			dl_exec(&heartbeat_stmt, values, NULL, 0);
-		}
+		values[1] = TimestampTzGetDatum(now);
+		values[2] = TimestampTzGetDatum(dl_add_interval(now, ttl));
+		dl_exec(&heartbeat_stmt, values, NULL, 0);
 	}
 	dl_leave(&call);
 
@@ -311,14 +337,13 @@ distlock_session_close(PG_FUNCTION_ARGS)
 {
 	DistlockCall call;
 	Datum		session_id;
-	TimestampTz expires;
 	bool		live;
 
 	dl_arg_not_null(fcinfo, 0, "session_id");
 	session_id = PG_GETARG_DATUM(0);
 
 	dl_enter(&call, "distlock.session_close()", true);
-	live = session_lock_state(&lock_close_stmt, session_id, &expires) ==
+	live = session_lock_state(&lock_close_stmt, session_id, &call) ==
 		SESSION_LIVE;
 	if (live)
 		session_end(session_id, GetCurrentTimestamp(), "session closed");

@@ -26,6 +26,8 @@ done
 scripts=(
 	test/scripts/claim_scale.sh
 	test/scripts/dump_restore.sh
+	test/scripts/upgrade.sh
+	test/scripts/trusted.sh
 	test/scripts/readme_snippets.sh
 	test/scripts/throttle_bound.sh
 )

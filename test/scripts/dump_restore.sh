@@ -65,5 +65,6 @@ check "restored session live, its claims acknowledgeable" \
 check "dedup keys still enforced" \
 	"$(psql -At -d dst -c "SELECT distlock.enqueue(queue, dedup_key => dedup_key) = id FROM distlock.jobs
 		WHERE status = 'pending' AND dedup_key IS NOT NULL ORDER BY id LIMIT 1")" t
-check "table privileges restored (none for PUBLIC)" \
-	"$(psql -At -d dst -c "SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a WHERE c.relnamespace = 'distlock'::regnamespace AND a.grantee = 0")" 0
+acls="SELECT string_agg(c.relname || ':' || coalesce(c.relacl::text, '-'), ' ' ORDER BY c.relname)
+	FROM pg_class c WHERE c.relnamespace = 'distlock'::regnamespace"
+check "privileges restored" "$(psql -At -d dst -c "$acls")" "$(psql -At -d src -c "$acls")"

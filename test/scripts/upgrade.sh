@@ -6,7 +6,9 @@
 # compare pg_dump --schema-only of the result with a fresh install of the
 # default version; the state must survive the update and keep working.
 # (pg_dump --schema-only shows only "CREATE EXTENSION" for an extension, so
-# the comparison is of test/scripts/catalog.sql's listing of its objects.)
+# the comparison is of test/scripts/catalog.sql's listing of its objects.
+# While the default version has no full script of its own, a fresh install
+# runs the same chain; the comparison bites once such a script exists.)
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)

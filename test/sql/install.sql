@@ -35,10 +35,12 @@ SELECT indexrelid::regclass AS index, pg_get_indexdef(indexrelid) AS definition
 SELECT unnest(extconfig)::regclass AS dumped FROM pg_extension
  WHERE extname = 'distlock' ORDER BY 1;
 
--- PUBLIC has no privilege on any table, view or sequence
+-- PUBLIC has no privilege on any table or sequence; it may read the views
+-- that show each role only its own rows
 SELECT c.relname, a.privilege_type
   FROM pg_class c, aclexplode(c.relacl) a
- WHERE c.relnamespace = 'distlock'::regnamespace AND a.grantee = 0;
+ WHERE c.relnamespace = 'distlock'::regnamespace AND a.grantee = 0
+ ORDER BY 1;
 
 SELECT enum_range(NULL::distlock.job_status);
 

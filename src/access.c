@@ -1,0 +1,103 @@
+/*-------------------------------------------------------------------------
+ *
+ * access.c
+ *		Which role may act on a lock, session or job.
+ *
+ * Every lock grant, session and job records the role that created it
+ * (created_by).  A role may act on it (renew, release, fence, heartbeat,
+ * close, acknowledge, cancel, or read its payload through claim) only if it
+ * has the privileges of that role, as pg_has_role(..., 'USAGE') defines:
+ * the role itself, a member that inherits from it, or a superuser.  A role
+ * with the privileges of the extension's owner may act on everything, as a
+ * database owner may.  The views apply the same rule to what they show.
+ *
+ * The functions run their statements as the schema owner (exec.c), so the
+ * tables themselves grant nothing to callers; these checks are the only way
+ * one role reaches another's rows.  A refusal is ERROR 42501 and, being an
+ * error, leaves nothing changed.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/access.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+
+#include "distlock.h"
+
+/* The owner of the distlock extension (pg_extension.extowner). */
+static Oid
+access_extension_owner(void)
+{
+	Oid			extoid = get_extension_oid("distlock", false);
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			owner;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(extoid));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "could not find tuple for extension %u", extoid);
+	owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return owner;
+}
+
+/*
+ * Whether the caller of this API call may act on what role creator created.
+ * The common case, acting on one's own objects, costs a cached role lookup;
+ * only a refusal looks up the extension's owner.
+ */
+bool
+dl_may_act_for(DistlockCall *call, Oid creator)
+{
+	return has_privs_of_role(call->caller, creator) ||
+		has_privs_of_role(call->caller, access_extension_owner());
+}
+
+/*
+ * Whether the caller may act on every role's objects: it has the privileges
+ * of the extension's owner (superusers have).  claim() passes this to its
+ * statement, which otherwise hands out only jobs of roles whose privileges
+ * the caller has.
+ */
+bool
+dl_caller_is_admin(DistlockCall *call)
+{
+	return superuser_arg(call->caller) ||
+		has_privs_of_role(call->caller, access_extension_owner());
+}
+
+/*
+ * Raise 42501 unless the caller may act on what creator created; kind and
+ * name say what it is ("lock", "\"nightly\"").
+ */
+void
+dl_check_access(DistlockCall *call, Oid creator, const char *kind,
+				const char *name)
+{
+	if (!dl_may_act_for(call, creator))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for %s %s", kind, name),
+				 errdetail("It belongs to a role whose privileges the current role does not have.")));
+}

@@ -1,0 +1,49 @@
+#!/bin/bash
+# test/scripts/trusted.sh -- a database owner who is not a superuser can
+# install distlock (it is trusted), hand it on to an application role, and
+# administer that role's objects; the application role cannot touch the
+# owner's.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/test/cluster.sh"
+
+dir=$(mktemp -d /tmp/distlock-trusted.XXXXXX)
+trap 'cluster_stop; rm -rf "$dir"' EXIT
+cluster_start "$dir"
+psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+check()
+{
+	if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: got '$2', expected '$3'"; fi
+}
+
+psql -c "CREATE ROLE dbo LOGIN" -c "CREATE ROLE app LOGIN" -c "CREATE DATABASE appdb OWNER dbo"
+as_dbo() { psql -At -U dbo -d appdb "$@"; }
+as_app() { psql -At -U app -d appdb "$@"; }
+
+as_dbo -c "CREATE EXTENSION distlock"
+check "a non-superuser database owner installs distlock" \
+	"$(as_dbo -c "SELECT extowner::regrole FROM pg_extension WHERE extname = 'distlock'")" dbo
+check "its tables belong to the bootstrap superuser, not to the owner" \
+	"$(as_dbo -c "SELECT relowner::regrole FROM pg_class WHERE oid = 'distlock.jobs'::regclass")" postgres
+check "the owner cannot write the tables directly" \
+	"$(as_dbo -c "SELECT has_table_privilege('distlock.locks', 'UPDATE')")" f
+
+as_dbo -c "GRANT USAGE ON SCHEMA distlock TO app"
+sid=$(as_app -c "SELECT distlock.session_open('1 hour', 'app')")
+check "the application role uses the API" \
+	"$(as_app -c "SELECT distlock.try_acquire('app-lock', 'app', '1 hour', '$sid') IS NOT NULL,
+				   distlock.enqueue('q', '{}') > 0")" "t|t"
+check "the extension owner administers the application role's lock" \
+	"$(as_dbo -c "SELECT distlock.renew('app-lock', 'app', '2 hours')")" t
+check "... and claims its jobs" \
+	"$(as_dbo -c "SELECT count(*) FROM distlock.claim('q', distlock.session_open())")" 1
+as_dbo -c "SELECT distlock.try_acquire('dbo-lock', 'dbo', '1 hour')" >/dev/null
+check "the application role cannot touch the owner's lock" \
+	"$(as_app -c "SELECT distlock.release('dbo-lock', 'dbo')" 2>&1 | grep -o 'permission denied for lock "dbo-lock"')" \
+	'permission denied for lock "dbo-lock"'
+check "the application role sees only its own rows" \
+	"$(as_app -c "SELECT string_agg(name, ',') FROM distlock.active_locks")" app-lock
+as_dbo -c "DROP EXTENSION distlock"
+check "the owner drops it again" \
+	"$(as_dbo -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'distlock'")" 0

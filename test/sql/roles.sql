@@ -1,0 +1,114 @@
+--
+-- roles: a role acts only on the locks, sessions and jobs of roles whose
+-- privileges it has; everything else is refused with 42501 and unchanged
+--
+
+CREATE ROLE tenant_a;
+CREATE ROLE tenant_b;
+CREATE ROLE tenant_admin;
+CREATE ROLE tenant_a_worker;
+GRANT tenant_a, tenant_b TO tenant_admin;
+GRANT tenant_a TO tenant_a_worker;
+GRANT USAGE ON SCHEMA distlock TO tenant_a, tenant_b, tenant_admin, tenant_a_worker;
+
+-- what the functions need and nothing more: no table privileges
+SELECT has_table_privilege('tenant_a', 'distlock.jobs', 'SELECT') AS can_read_jobs,
+	   has_function_privilege('tenant_a', 'distlock.claim(text, uuid, integer)', 'EXECUTE') AS can_claim;
+
+-- tenant a: a session, a session-bound lock, a claimed job and a pending one
+SET ROLE tenant_a;
+SELECT distlock.session_open('1 hour', 'a') AS sa \gset
+SELECT distlock.try_acquire('a-lock', 'a-owner', '1 hour', :'sa') AS ta \gset
+SELECT distlock.enqueue('shared', '{"secret": "a1"}', dedup_key => 'a-key') AS ja \gset
+SELECT distlock.enqueue('shared', '{"secret": "a2"}') AS ja2 \gset
+SELECT id = :ja AS claimed_own FROM distlock.claim('shared', :'sa');
+SELECT name, owner FROM distlock.active_locks;
+RESET ROLE;
+
+CREATE TEMP TABLE ids AS
+	SELECT :'sa'::uuid AS sa, :ta::bigint AS ta, :ja::bigint AS ja, :ja2::bigint AS ja2;
+GRANT SELECT ON ids TO PUBLIC;
+CREATE FUNCTION bind(call text) RETURNS text LANGUAGE sql AS $$
+	SELECT replace(replace(replace(replace(call,
+		'<sa>', quote_literal(sa)), '<ta>', ta::text),
+		'<ja>', ja::text), '<ja2>', ja2::text)
+	  FROM ids
+$$;
+CREATE FUNCTION state() RETURNS text LANGUAGE sql AS $$
+	SELECT md5(string_agg(x, ',' ORDER BY x))
+	  FROM (SELECT l::text FROM distlock.locks l
+			UNION ALL SELECT s::text FROM distlock.sessions s
+			UNION ALL SELECT j::text FROM distlock.jobs j) t(x)
+$$;
+
+-- tenant b, on the same connection: every act on a's objects is refused
+SET ROLE tenant_b;
+SELECT distlock.session_open('1 hour', 'b') AS sb \gset
+RESET ROLE;
+SELECT state() AS before \gset
+SET ROLE tenant_b;
+SELECT call, attempt(bind(call)) AS outcome FROM (VALUES
+	('distlock.renew(''a-lock'', ''a-owner'')'),
+	('distlock.renew(''a-lock'', ''b'')'),
+	('distlock.release(''a-lock'', ''a-owner'')'),
+	('distlock.release(''a-lock'', ''b'')'),
+	('distlock.fence(''a-lock'', <ta>)'),
+	('distlock.try_acquire(''b-lock'', ''b'', ''1 minute'', <sa>)'),
+	('distlock.heartbeat(<sa>)'),
+	('distlock.session_close(<sa>)'),
+	('distlock.claim(''shared'', <sa>)'),
+	('distlock.complete(<ja>, <sa>)'),
+	('distlock.fail(<ja>, <sa>)'),
+	('distlock.cancel(<ja>)'),
+	('distlock.cancel(<ja2>)'),
+	('distlock.enqueue(''shared'', ''{}'', dedup_key => ''a-key'')'),
+	('count(*) FROM distlock.jobs'),
+	('count(*) FROM distlock.locks'),
+	('count(*) FROM distlock.sessions')
+) v(call);
+-- a's owner string does not let b re-enter a's lease
+SELECT distlock.try_acquire('a-lock', 'a-owner') IS NULL AS refused;
+-- b's claims skip a's pending job; b's acknowledgement of it is refused
+SELECT count(*) AS claimed FROM distlock.claim('shared', :'sb');
+SELECT distlock.complete(:ja2, :'sb');
+-- the views show b only its own rows
+SELECT (SELECT count(*) FROM distlock.active_locks) AS locks,
+	   (SELECT count(*) FROM distlock.live_sessions) AS sessions,
+	   (SELECT count(*) FROM distlock.queue_stats) AS queues;
+UPDATE distlock.jobs SET status = 'cancelled';
+RESET ROLE;
+SELECT state() = :'before' AS unchanged;
+
+-- a member of tenant_a acts for it: a worker role processing a's jobs
+SET ROLE tenant_a_worker;
+SELECT distlock.session_open('1 hour', 'a-worker') AS sw \gset
+SELECT id = :ja2 AS got_a2, payload FROM distlock.claim('shared', :'sw');
+SELECT distlock.complete(:ja2, :'sw');
+SELECT distlock.heartbeat(:'sa') AS heartbeat_for_a;
+RESET ROLE;
+
+-- an administrator (member of both) acts on both; superusers on everything
+SET ROLE tenant_admin;
+SELECT distlock.renew('a-lock', 'a-owner', '2 hours');
+SELECT count(*) AS sessions FROM distlock.live_sessions;
+SELECT queue, running, completed FROM distlock.queue_stats;
+SELECT distlock.complete(:ja, :'sa');
+RESET ROLE;
+SELECT distlock.release('a-lock', 'a-owner');
+
+-- and back to a: a sees its own jobs, finished by its worker and admin
+SET ROLE tenant_a;
+SELECT queue, pending, running, completed FROM distlock.queue_stats;
+SELECT distlock.session_close(:'sa');
+RESET ROLE;
+
+-- clean up: rows of the roles, then the roles
+SELECT distlock.session_close(id) FROM distlock.sessions
+ WHERE created_by::text IN ('tenant_b', 'tenant_a_worker');
+DELETE FROM distlock.jobs WHERE queue = 'shared';
+DELETE FROM distlock.locks WHERE name = 'a-lock';
+DROP FUNCTION bind(text);
+DROP FUNCTION state();
+DROP TABLE ids;
+REVOKE USAGE ON SCHEMA distlock FROM tenant_a, tenant_b, tenant_admin, tenant_a_worker;
+DROP ROLE tenant_a_worker, tenant_admin, tenant_a, tenant_b;
