@@ -28,6 +28,7 @@ scripts=(
 	test/scripts/dump_restore.sh
 	test/scripts/upgrade.sh
 	test/scripts/trusted.sh
+	test/scripts/standby.sh
 	test/scripts/readme_snippets.sh
 	test/scripts/throttle_bound.sh
 )

@@ -1,0 +1,81 @@
+#!/bin/bash
+# test/scripts/standby.sh -- on a hot standby every call that writes fails
+# with 25006 and a clear message, and the views still read.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/test/cluster.sh"
+
+dir=$(mktemp -d /tmp/distlock-standby.XXXXXX)
+chmod 755 "$dir"
+standby_pid=
+cleanup()
+{
+	[ -n "$standby_pid" ] && kill -TERM "$standby_pid" 2>/dev/null
+	for _ in $(seq 1 100); do
+		[ -n "$standby_pid" ] && kill -0 "$standby_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	cluster_stop
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+cluster_start "$dir/primary" "wal_level = replica" "max_wal_senders = 4"
+psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+check()
+{
+	if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: got '$2', expected '$3'"; fi
+}
+
+psql -c "CREATE EXTENSION distlock"
+sid=$(psql -At -c "SELECT distlock.session_open('1 hour')")
+psql -c "SELECT distlock.try_acquire('L', 'w', '1 hour')" -c "SELECT distlock.enqueue('q')" >/dev/null
+
+# a standby from a base backup, streaming from the primary
+mkdir -p "$dir/standby" && chown postgres: "$dir/standby"
+as_owner "$PG_BINDIR/pg_basebackup" -h "$PGHOST" -p "$PGPORT" -U postgres \
+	-D "$dir/standby/data" -R -X stream >/dev/null
+sport=$(free_port)
+as_owner sed -i "s/^port = .*/port = $sport/; s|^unix_socket_directories = .*|unix_socket_directories = '$dir/standby'|" \
+	"$dir/standby/data/postgresql.conf"
+echo "hot_standby = on" | as_owner tee -a "$dir/standby/data/postgresql.conf" >/dev/null
+as_owner "$PG_BINDIR/pg_ctl" -D "$dir/standby/data" -w -t 60 -l "$dir/standby/server.log" start >/dev/null
+standby_pid=$(head -1 "$dir/standby/data/postmaster.pid")
+
+on_standby() { psql -At -p "$sport" "$@"; }
+for _ in $(seq 1 100); do
+	[ "$(on_standby -c "SELECT count(*) FROM distlock.active_locks" 2>/dev/null)" = 1 ] && break
+	sleep 0.1
+done
+check "the standby is in recovery and has the primary's lock" \
+	"$(on_standby -c "SELECT pg_is_in_recovery(), (SELECT count(*) FROM distlock.active_locks)")" "t|1"
+
+refused=0
+total=0
+while IFS= read -r call; do
+	total=$((total + 1))
+	out=$(on_standby -v VERBOSITY=verbose -c "SELECT $call" 2>&1 || true)
+	if grep -q "25006" <<<"$out" && grep -q "read-only transaction" <<<"$out"; then
+		refused=$((refused + 1))
+	else
+		echo "# $call: $out"
+	fi
+done <<EOF2
+distlock.try_acquire('L2', 'w')
+distlock.renew('L', 'w')
+distlock.release('L', 'w')
+distlock.fence('L', 1)
+distlock.session_open()
+distlock.heartbeat('$sid')
+distlock.session_close('$sid')
+distlock.reap()
+distlock.enqueue('q')
+distlock.claim('q', '$sid')
+distlock.complete(1, '$sid')
+distlock.fail(1, '$sid')
+distlock.cancel(1)
+distlock.throttle('t', '1 second')
+EOF2
+check "every writing call fails on the standby with 25006 ($refused of $total)" "$refused" "$total"
+check "the views and read-only functions still work there" \
+	"$(on_standby -c "SELECT (SELECT count(*) FROM distlock.live_sessions), (SELECT count(*) FROM distlock.queue_stats), distlock.lock_key('x') IS NOT NULL")" "1|1|t"
