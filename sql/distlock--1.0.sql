@@ -175,6 +175,18 @@ REVOKE ALL ON ALL SEQUENCES IN SCHEMA distlock FROM PUBLIC;
 -- let it act only on those.  security_barrier keeps a caller's own
 -- conditions from seeing the other rows first.
 --
+-- Whether the current role may see (and act on) what role creator created:
+-- the rule the functions apply in C (src/access.c), for the views.
+CREATE FUNCTION distlock.visible(creator regrole)
+RETURNS boolean
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+RETURN pg_catalog.pg_has_role(creator, 'USAGE')
+	OR pg_catalog.pg_has_role((SELECT e.extowner FROM pg_catalog.pg_extension e
+								WHERE e.extname OPERATOR(pg_catalog.=) 'distlock'),
+							  'USAGE');
+COMMENT ON FUNCTION distlock.visible(regrole) IS
+	'whether the current role has the privileges of creator, or of the extension owner';
+
 CREATE VIEW distlock.live_sessions WITH (security_barrier) AS
 SELECT s.id, s.owner, s.info, s.ttl, s.created_at, s.heartbeat_at,
 	   s.expires_at,
@@ -183,10 +195,7 @@ SELECT s.id, s.owner, s.info, s.ttl, s.created_at, s.heartbeat_at,
 	   s.created_by
   FROM distlock.sessions s
  WHERE s.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
-   AND (pg_catalog.pg_has_role(s.created_by, 'USAGE')
-		OR pg_catalog.pg_has_role((SELECT e.extowner FROM pg_catalog.pg_extension e
-									WHERE e.extname OPERATOR(pg_catalog.=) 'distlock'),
-								  'USAGE'));
+   AND distlock.visible(s.created_by);
 
 COMMENT ON VIEW distlock.live_sessions IS
 	'sessions that have not expired, with the time they have left';
@@ -221,10 +230,7 @@ SELECT l.name,
 		 AND (l.expires_at IS NULL
 			  OR l.expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()))
 		OR l.hold_until OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp())
-   AND (pg_catalog.pg_has_role(l.created_by, 'USAGE')
-		OR pg_catalog.pg_has_role((SELECT e.extowner FROM pg_catalog.pg_extension e
-									WHERE e.extname OPERATOR(pg_catalog.=) 'distlock'),
-								  'USAGE'));
+   AND distlock.visible(l.created_by);
 
 COMMENT ON VIEW distlock.active_locks IS
 	'locks that keep other owners out right now, with the time until they would free themselves (NULL: until released)';
@@ -241,10 +247,7 @@ SELECT j.queue,
 			   AND j.run_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp())
 		   AS oldest_pending_age
   FROM distlock.jobs j
- WHERE (pg_catalog.pg_has_role(j.created_by, 'USAGE')
-		OR pg_catalog.pg_has_role((SELECT e.extowner FROM pg_catalog.pg_extension e
-									WHERE e.extname OPERATOR(pg_catalog.=) 'distlock'),
-								  'USAGE'))
+ WHERE distlock.visible(j.created_by)
  GROUP BY j.queue;
 
 -- The views show each role its own rows only: anyone may read them.

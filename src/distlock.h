@@ -98,7 +98,6 @@ extern void dl_leave(DistlockCall *call);
 extern uint64 dl_exec(DistlockStmt *stmt, Datum *values, const char *nulls,
 					  long count);
 extern Datum dl_getattr(int row, int col, bool *isnull);
-extern bool dl_getbool(int row, int col);
 extern int64 dl_getint64(int row, int col);
 
 /* check.c */

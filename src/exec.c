@@ -139,18 +139,6 @@ dl_getattr(int row, int col, bool *isnull)
 						 col, isnull);
 }
 
-/* A boolean column that cannot be NULL. */
-bool
-dl_getbool(int row, int col)
-{
-	bool		isnull;
-	Datum		d = dl_getattr(row, col, &isnull);
-
-	if (isnull)
-		elog(ERROR, "unexpected null in column %d", col);
-	return DatumGetBool(d);
-}
-
 /* A bigint column that cannot be NULL. */
 int64
 dl_getint64(int row, int col)

@@ -90,6 +90,10 @@ for s in "${scripts[@]}"; do
 	failed=$((failed + bad))
 done
 
-echo "logs: $work"
+if [ "$failed" -eq 0 ]; then
+	rm -rf "$work"
+else
+	echo "logs: $work"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -16,16 +16,10 @@
 # (killed, but removed only by vacuum), a cost that grows with the run's
 # length whatever the background, and would drown the effect measured here.
 set -euo pipefail
-
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/test/cluster.sh"
-
-dir=$(mktemp -d /tmp/distlock-scale.XXXXXX)
-trap 'cluster_stop; rm -rf "$dir"' EXIT
-cluster_start "$dir" "autovacuum = off" "shared_buffers = 256MB"
+. "$(dirname "$0")/common.sh"
+test_cluster_start scale "autovacuum = off" "shared_buffers = 256MB"
 
 CYCLES=${CYCLES:-500}
-psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 
 psql -c "CREATE EXTENSION distlock"
 sid=$(psql -At -c "SELECT distlock.session_open('1 hour', 'scale')")

@@ -7,18 +7,8 @@
 # token is larger than every token issued before the dump, that job ids go
 # on from where they were, and that restored leases and sessions still hold.
 set -euo pipefail
-
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/test/cluster.sh"
-
-dir=$(mktemp -d /tmp/distlock-dump.XXXXXX)
-trap 'cluster_stop; rm -rf "$dir"' EXIT
-cluster_start "$dir"
-psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
-check()
-{
-	if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: got '$2', expected '$3'"; fi
-}
+. "$(dirname "$0")/common.sh"
+test_cluster_start dump
 
 psql -c "CREATE DATABASE src" -c "CREATE DATABASE dst"
 psql -d src <<'SQL' >/dev/null

@@ -2,30 +2,20 @@
 # test/scripts/standby.sh -- on a hot standby every call that writes fails
 # with 25006 and a clear message, and the views still read.
 set -euo pipefail
+. "$(dirname "$0")/common.sh"
 
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/test/cluster.sh"
-
-dir=$(mktemp -d /tmp/distlock-standby.XXXXXX)
-chmod 755 "$dir"
 standby_pid=
-cleanup()
+stop_standby()
 {
-	[ -n "$standby_pid" ] && kill -TERM "$standby_pid" 2>/dev/null
+	[ -n "$standby_pid" ] || return 0
+	kill -TERM "$standby_pid" 2>/dev/null || true
 	for _ in $(seq 1 100); do
-		[ -n "$standby_pid" ] && kill -0 "$standby_pid" 2>/dev/null || break
+		kill -0 "$standby_pid" 2>/dev/null || break
 		sleep 0.1
 	done
-	cluster_stop
-	rm -rf "$dir"
 }
-trap cleanup EXIT
-cluster_start "$dir/primary" "wal_level = replica" "max_wal_senders = 4"
-psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
-check()
-{
-	if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: got '$2', expected '$3'"; fi
-}
+test_on_exit=stop_standby
+test_cluster_start standby "wal_level = replica" "max_wal_senders = 4"
 
 psql -c "CREATE EXTENSION distlock"
 sid=$(psql -At -c "SELECT distlock.session_open('1 hour')")

@@ -4,18 +4,8 @@
 # administer that role's objects; the application role cannot touch the
 # owner's.
 set -euo pipefail
-
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/test/cluster.sh"
-
-dir=$(mktemp -d /tmp/distlock-trusted.XXXXXX)
-trap 'cluster_stop; rm -rf "$dir"' EXIT
-cluster_start "$dir"
-psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
-check()
-{
-	if [ "$2" = "$3" ]; then echo "ok - $1"; else echo "not ok - $1: got '$2', expected '$3'"; fi
-}
+. "$(dirname "$0")/common.sh"
+test_cluster_start trusted
 
 psql -c "CREATE ROLE dbo LOGIN" -c "CREATE ROLE app LOGIN" -c "CREATE DATABASE appdb OWNER dbo"
 as_dbo() { psql -At -U dbo -d appdb "$@"; }

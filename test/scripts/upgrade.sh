@@ -10,14 +10,8 @@
 # While the default version has no full script of its own, a fresh install
 # runs the same chain; the comparison bites once such a script exists.)
 set -euo pipefail
-
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/test/cluster.sh"
-
-dir=$(mktemp -d /tmp/distlock-upgrade.XXXXXX)
-trap 'cluster_stop; rm -rf "$dir"' EXIT
-cluster_start "$dir"
-psql() { command psql -X -q -v ON_ERROR_STOP=1 "$@"; }
+. "$(dirname "$0")/common.sh"
+test_cluster_start upgrade
 
 current=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$top/distlock.control")
 schema_dump()

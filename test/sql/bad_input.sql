@@ -9,12 +9,6 @@ SELECT distlock.try_acquire('held', 'w1', '1 hour') IS NOT NULL AS held;
 SELECT distlock.enqueue('q', '{}') AS job \gset
 SELECT pg_sleep(0.2);
 
-CREATE FUNCTION state() RETURNS text LANGUAGE sql AS $$
-	SELECT md5(string_agg(x, ',' ORDER BY x))
-	  FROM (SELECT l::text FROM distlock.locks l
-			UNION ALL SELECT s::text FROM distlock.sessions s
-			UNION ALL SELECT j::text FROM distlock.jobs j) t(x)
-$$;
 SELECT state() AS before \gset
 
 -- fill the placeholders of a call with the ids above
@@ -148,5 +142,4 @@ SELECT distlock.release(repeat('é', 255), repeat('ö', 255));
 
 SELECT distlock.session_close(:'live');
 SELECT distlock.reap();
-DROP FUNCTION state();
 DROP FUNCTION bind(text);

@@ -62,3 +62,13 @@ EXCEPTION WHEN OTHERS THEN
 		regexp_replace(SQLERRM, '[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}',
 					   '<session>', 'g');
 END $$;
+
+-- helper for later tests: a digest of every row distlock keeps, to show
+-- that a refusal changed nothing
+CREATE FUNCTION state() RETURNS text LANGUAGE sql AS $$
+	SELECT md5(string_agg(x, ',' ORDER BY x))
+	  FROM (SELECT l::text FROM distlock.locks l
+			UNION ALL SELECT s::text FROM distlock.sessions s
+			UNION ALL SELECT j::text FROM distlock.jobs j
+			UNION ALL SELECT t::text FROM distlock.throttles t) t(x)
+$$;

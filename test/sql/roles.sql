@@ -34,13 +34,6 @@ CREATE FUNCTION bind(call text) RETURNS text LANGUAGE sql AS $$
 		'<ja>', ja::text), '<ja2>', ja2::text)
 	  FROM ids
 $$;
-CREATE FUNCTION state() RETURNS text LANGUAGE sql AS $$
-	SELECT md5(string_agg(x, ',' ORDER BY x))
-	  FROM (SELECT l::text FROM distlock.locks l
-			UNION ALL SELECT s::text FROM distlock.sessions s
-			UNION ALL SELECT j::text FROM distlock.jobs j) t(x)
-$$;
-
 -- tenant b, on the same connection: every act on a's objects is refused
 SET ROLE tenant_b;
 SELECT distlock.session_open('1 hour', 'b') AS sb \gset
@@ -108,7 +101,6 @@ SELECT distlock.session_close(id) FROM distlock.sessions
 DELETE FROM distlock.jobs WHERE queue = 'shared';
 DELETE FROM distlock.locks WHERE name = 'a-lock';
 DROP FUNCTION bind(text);
-DROP FUNCTION state();
 DROP TABLE ids;
 REVOKE USAGE ON SCHEMA distlock FROM tenant_a, tenant_b, tenant_admin, tenant_a_worker;
 DROP ROLE tenant_a_worker, tenant_admin, tenant_a, tenant_b;
