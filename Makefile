@@ -66,7 +66,7 @@ all:
 	@echo "pg_config not found; run \"make deps\" first" >&2; exit 1
 endif
 
-.PHONY: deps test demo
+.PHONY: deps test demo bench
 
 # Install what the build, the tests and the demo need (Debian packages).
 deps:
@@ -97,3 +97,10 @@ demo: deps
 	$(MAKE) all install
 	$(MAKE) test/demo/demo
 	DSN="$(DSN)" test/demo/run.sh $(DEMO_ARGS)
+
+# Install what is missing, build and install, then run distlock against the
+# SQL it replaces on a throwaway cluster (bench/README.md); QUICK=1 for a
+# short run.  Prints the table and writes bench/results/.  Measures only.
+bench: deps
+	$(MAKE) all install
+	QUICK="$(QUICK)" bench/run.sh

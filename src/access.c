@@ -30,7 +30,6 @@
 #include "access/table.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_extension.h"
-#include "commands/extension.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
@@ -38,11 +37,13 @@
 
 #include "distlock.h"
 
-/* The owner of the distlock extension (pg_extension.extowner). */
+/*
+ * The owner of the distlock extension (pg_extension.extowner), found by name
+ * in one index scan (pg_extension has no syscache).
+ */
 static Oid
 access_extension_owner(void)
 {
-	Oid			extoid = get_extension_oid("distlock", false);
 	Relation	rel;
 	ScanKeyData key;
 	SysScanDesc scan;
@@ -50,12 +51,14 @@ access_extension_owner(void)
 	Oid			owner;
 
 	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(extoid));
-	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum("distlock"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
 	tup = systable_getnext(scan);
 	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "could not find tuple for extension %u", extoid);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension \"%s\" does not exist", "distlock")));
 	owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
@@ -71,19 +74,6 @@ bool
 dl_may_act_for(DistlockCall *call, Oid creator)
 {
 	return has_privs_of_role(call->caller, creator) ||
-		has_privs_of_role(call->caller, access_extension_owner());
-}
-
-/*
- * Whether the caller may act on every role's objects: it has the privileges
- * of the extension's owner (superusers have).  claim() passes this to its
- * statement, which otherwise hands out only jobs of roles whose privileges
- * the caller has.
- */
-bool
-dl_caller_is_admin(DistlockCall *call)
-{
-	return superuser_arg(call->caller) ||
 		has_privs_of_role(call->caller, access_extension_owner());
 }
 

@@ -21,21 +21,46 @@
  * a lock wait is the bug this avoids (a heartbeat could revive a session
  * that a contender had already judged dead).
  *
+ * A session acting for itself (claim, complete, complete_and_claim, fail,
+ * an acquire bound to it) must not be reaped or closed under the call, but
+ * its heartbeat may go on.  It holds the session's use lock, a heavyweight
+ * lock on the session's id (session.c), in ShareLock until its transaction
+ * ends, and reads the session row under it without a row lock; at
+ * REPEATABLE READ and SERIALIZABLE, and to check a session that seemed
+ * expired, it also locks the row FOR KEY SHARE.  session_close takes the
+ * use lock in ExclusiveLock, so it waits for such calls; reap takes it only
+ * if it can at once, so it skips sessions in use.  Unlike a row lock, the
+ * use lock writes no WAL and dirties no page, and a heartbeat of a session
+ * with calls in flight creates no MultiXact.
+ *
  * Row lock modes on a session row:
- *	FOR KEY SHARE		the session itself acting (claim, complete, fail,
- *						acquire bound to it): it must not be reaped or closed
- *						under us, but its heartbeat may go on.
+ *	FOR KEY SHARE		the session itself acting, at REPEATABLE READ or
+ *						SERIALIZABLE, or checking that it has expired;
+ *						renew and release judging their own lease's session.
  *	FOR SHARE			somebody judging whether another session is live
  *						(a lock contender, fence): conflicts with heartbeat.
  *	FOR NO KEY UPDATE	heartbeat.
  *	FOR UPDATE			session_close, reap: the row is deleted.
  *
- * Lock order, which keeps every path deadlock-free: the caller's own session
- * row, then a lock or job row, then the lock holder's session row.  reap()
- * takes a session row and then its job rows, and never a lock row: a dead
- * session's locks are free by definition, so nothing needs to touch them.
+ * Lock order, which keeps every path deadlock-free: the caller's own
+ * session (its use lock, then its row), then a lock or job row, then the
+ * lock holder's session row.  session_close takes the use lock and then
+ * the row.  reap() takes a session row and then its job rows, and never a
+ * lock row: a dead session's locks are free by definition, so nothing
+ * needs to touch them; it never waits for a use lock (it asks without
+ * waiting), so it can close no cycle with a call that holds one.
  * throttle() locks one throttle row and nothing else; it may also refuse
  * without locking anything, on the argument given in throttle.c.
+ *
+ * Shortcuts, each argued where it is made: try_acquire()'s refusal of a
+ * lock held by another owner, decided without any lock, and throttle()'s
+ * refusal (throttle.c); a refusal without a lock answers as a locked
+ * decision would have at the instant of the snapshot it read, which lies
+ * inside the call, and is taken only at READ COMMITTED, where that is so.
+ * try_acquire()'s grant of a released lock and release() of an unbound
+ * lease are single UPDATEs whose condition is rechecked under the row lock
+ * and cannot turn false as time passes, so no clock reading is needed after
+ * the lock (lease.c).
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -89,7 +114,6 @@ typedef struct DistlockCall
 	Oid			caller;			/* the role calling the API */
 	Oid			save_userid;
 	int			save_sec_context;
-	int			save_nestlevel;
 } DistlockCall;
 
 /* exec.c */
@@ -115,14 +139,16 @@ extern TimestampTz dl_add_interval(TimestampTz ts, Interval *span);
 
 /* access.c */
 extern bool dl_may_act_for(DistlockCall *call, Oid creator);
-extern bool dl_caller_is_admin(DistlockCall *call);
 extern void dl_check_access(DistlockCall *call, Oid creator, const char *kind,
 							const char *name);
 
 /* session.c */
-extern void dl_session_use(DistlockCall *call, Datum session_id);
+extern bool dl_session_use(DistlockCall *call, Datum session_id);
+extern void dl_session_hold(Datum session_id);
 extern bool dl_session_is_live(Datum session_id, bool share);
 extern bool dl_session_acting(DistlockCall *call, Datum session_id);
+extern void dl_check_session_access(DistlockCall *call, Oid creator,
+									Datum session_id);
 extern int	dl_reap_expired(TimestampTz now, int limit);
 
 #endif							/* DISTLOCK_H */

@@ -35,6 +35,41 @@
  * fence() keeps its FOR SHARE lock until the caller's transaction ends, so
  * no other owner can take the lock before the writes fenced by it commit.
  *
+ * Three shortcuts keep the common cases to one statement that writes, or
+ * none, without breaking that order:
+ *
+ *	- A refusal without a lock.  try_acquire() first reads the committed
+ *	  row and its holder's session without locking them.  If, at READ
+ *	  COMMITTED, they show the lock held by another owner (claim intact and
+ *	  unexpired on the clock read after them) or on hold, it returns NULL
+ *	  at once: no row lock, no transaction id, no WAL, no commit to flush.
+ *	  That is the answer a locked decision would have given at the instant
+ *	  of the read's snapshot, which lies inside the call: while a holder's
+ *	  claim is intact its expires_at only moves forward (renew, re-entry),
+ *	  a session's expires_at only moves forward while its row exists, and
+ *	  hold_until does not move before it passes except by a re-entry, which
+ *	  keeps the lock taken anyway.  At REPEATABLE READ and SERIALIZABLE the
+ *	  snapshot may be older than the call, so the locked path decides.
+ *	- A grant of a released lock (no owner, no hold in force) is a single
+ *	  conditional UPDATE, at the instant now read before it: the row must
+ *	  be released, off hold at now, and last changed (renewed_at: every
+ *	  change sets it to its own clock reading) at or before now.  The
+ *	  UPDATE locks the row and, should the row have changed since it was
+ *	  read, re-evaluates the condition and the new values on the latest
+ *	  version (READ COMMITTED's recheck), drawing the token again.  That
+ *	  condition cannot turn false as time passes, only by a change to the
+ *	  row, so deciding it on a clock read before the row lock is granted is
+ *	  safe: whatever version the recheck sees was free from its last change
+ *	  until now, so the new lease overlaps no earlier one, and a grant made
+ *	  since the read is seen by the recheck, so the token exceeds every
+ *	  token granted before.  Anything else (the name's first grant, a
+ *	  re-entry, a takeover of an expired lease, a change after now, a lost
+ *	  race) takes the locked path.
+ *	- release() of a lease not bound to a session is a single UPDATE that
+ *	  matches the owner; the row lock it takes orders it against every
+ *	  other decision, and no clock is involved.  A session-bound lease, or
+ *	  a release that matches nothing, takes the locked path.
+ *
  * Portions Copyright (c) 2026, the distlock authors
  *
  * IDENTIFICATION
@@ -44,6 +79,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -69,6 +105,19 @@ static DistlockStmt lock_for_update_stmt = {
 	" FROM distlock.locks WHERE name = $1 FOR UPDATE",
 	1, {TEXTOID}
 };
+
+/*
+ * The committed row and its holder's session expiry, read without locking
+ * either, for try_acquire()'s refusal without a lock.
+ */
+static DistlockStmt peek_stmt = {
+	"SELECT l.owner, l.session_id, l.token, l.expires_at, l.hold_until,"
+	" l.created_by, s.expires_at"
+	" FROM distlock.locks l LEFT JOIN distlock.sessions s"
+	" ON s.id = l.session_id WHERE l.name = $1",
+	1, {TEXTOID}
+};
+#define LOCK_COL_HOLDER_EXPIRES	7
 
 static DistlockStmt lock_for_share_stmt = {
 	"SELECT owner, session_id, token, expires_at, hold_until, created_by"
@@ -103,6 +152,23 @@ static DistlockStmt grant_stmt = {
 	INTERVALOID, BOOLOID}
 };
 
+/*
+ * A grant at $4 of a released lock that is off hold at $4 and has not
+ * changed since $4, if it still is so once its row is locked (see the
+ * header comment); the columns as grant_stmt sets them for a new grant.
+ */
+static DistlockStmt grant_released_stmt = {
+	"UPDATE distlock.locks SET owner = $2, session_id = $3,"
+	" token = nextval('distlock.token_seq'),"
+	" acquired_at = $4, renewed_at = $4, expires_at = $5,"
+	" hold_until = $4 + $7, created_by = $6"
+	" WHERE name = $1 AND owner IS NULL AND renewed_at <= $4"
+	" AND (hold_until IS NULL OR hold_until <= $4)"
+	" RETURNING token",
+	7, {TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID,
+	INTERVALOID}
+};
+
 static DistlockStmt renew_stmt = {
 	"UPDATE distlock.locks SET renewed_at = $2, expires_at = $3"
 	" WHERE name = $1",
@@ -114,6 +180,18 @@ static DistlockStmt release_stmt = {
 	" expires_at = NULL, renewed_at = $2"
 	" WHERE name = $1",
 	2, {TEXTOID, TIMESTAMPTZOID}
+};
+
+/*
+ * release() of owner $3's lease, not bound to a session, in one statement;
+ * returns the grant's role for the caller's role check.
+ */
+static DistlockStmt release_own_stmt = {
+	"UPDATE distlock.locks SET owner = NULL, session_id = NULL,"
+	" expires_at = NULL, renewed_at = $2"
+	" WHERE name = $1 AND owner = $3 AND session_id IS NULL"
+	" RETURNING created_by",
+	3, {TEXTOID, TIMESTAMPTZOID, TEXTOID}
 };
 
 /* The lock row as read under its row lock. */
@@ -249,6 +327,46 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 	if (has_session)
 		dl_session_use(&call, values[2]);
 
+	/*
+	 * The shortcuts of the header comment: a released lock is granted in one
+	 * statement (which, should the lock not be released, neither locks nor
+	 * writes anything), and a lock held by another owner is refused on the
+	 * committed row.
+	 */
+	{
+		TimestampTz now = GetCurrentTimestamp();
+		LeaseRow	row;
+
+		values[3] = TimestampTzGetDatum(now);
+		lease_expiry(ttl, now, &values[4], &nulls[4]);
+		if (dl_exec(&grant_released_stmt, values, nulls, 0) == 1)
+		{
+			token = dl_getint64(0, 1);
+			dl_leave(&call);
+			PG_RETURN_INT64(token);
+		}
+
+		if (!IsolationUsesXactSnapshot() &&
+			lease_lock_row(&peek_stmt, name, &row, NULL))
+		{
+			bool		isnull;
+			Datum		holder = dl_getattr(0, LOCK_COL_HOLDER_EXPIRES, &isnull);
+			bool		intact;
+
+			now = GetCurrentTimestamp();
+			intact = row.owner != NULL &&
+				(!row.has_session ||
+				 (!isnull && DatumGetTimestampTz(holder) > now));
+			if (lease_blocks(&row, intact, now) &&
+				!(intact && lease_owned_by(&row, owner) &&
+				  dl_may_act_for(&call, row.created_by)))
+			{
+				dl_leave(&call);
+				PG_RETURN_NULL();	/* held by another owner, or on hold */
+			}
+		}
+	}
+
 	for (;;)
 	{
 		LeaseRow	row;
@@ -360,16 +478,31 @@ distlock_release(PG_FUNCTION_ARGS)
 	text	   *name = dl_arg_name(fcinfo, 0, "lock name");
 	text	   *owner = dl_arg_name(fcinfo, 1, "owner");
 	DistlockCall call;
-	Datum		values[2];
+	Datum		values[3];
 	bool		released;
 
 	dl_enter(&call, "distlock.release()", true);
-	released = lease_lock_own(&call, name, owner);
-	if (released)
+	values[0] = PointerGetDatum(name);
+	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+	values[2] = PointerGetDatum(owner);
+	if (dl_exec(&release_own_stmt, values, NULL, 0) == 1)
 	{
-		values[0] = PointerGetDatum(name);
-		values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-		dl_exec(&release_stmt, values, NULL, 0);
+		bool		isnull;
+
+		/* another role's grant: the error undoes the update */
+		dl_check_access(&call,
+						DatumGetObjectId(dl_getattr(0, 1, &isnull)), "lock",
+						quote_identifier(text_to_cstring(name)));
+		released = true;
+	}
+	else
+	{
+		released = lease_lock_own(&call, name, owner);
+		if (released)
+		{
+			values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+			dl_exec(&release_stmt, values, NULL, 0);
+		}
 	}
 	dl_leave(&call);
 

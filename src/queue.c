@@ -29,11 +29,13 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "funcapi.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 
@@ -42,6 +44,8 @@
 PG_FUNCTION_INFO_V1(distlock_enqueue);
 PG_FUNCTION_INFO_V1(distlock_claim);
 PG_FUNCTION_INFO_V1(distlock_complete);
+PG_FUNCTION_INFO_V1(distlock_complete_batch);
+PG_FUNCTION_INFO_V1(distlock_complete_and_claim);
 PG_FUNCTION_INFO_V1(distlock_fail);
 PG_FUNCTION_INFO_V1(distlock_cancel);
 
@@ -69,27 +73,119 @@ static DistlockStmt find_dedup_stmt = {
  * Claim order is priority (higher first), run_at, id: a walk of
  * jobs_claim_idx from its start for the queue, skipping rows that other
  * claimers hold, and jobs of roles the caller ($5) may not act for unless
- * it is an administrator ($6).
+ * it has the privileges of the extension's owner (the rule of access.c).
+ * That second test is an uncorrelated subquery, which the executor runs
+ * only if some job fails the first, so the common case never reads
+ * pg_extension.  The picked ids go to the UPDATE as an
+ * array, so that its generic plan fetches them by jobs_pkey whatever LIMIT
+ * $4 is (joined to a CTE instead, the generic plan merge-joins the whole of
+ * jobs_pkey).
  */
+#define CLAIM_MAY_ACT \
+	"(pg_has_role($5, created_by, 'USAGE')" \
+	" OR pg_has_role($5, (SELECT e.extowner FROM pg_extension e" \
+	"  WHERE e.extname = 'distlock'), 'USAGE'))"
+
 static DistlockStmt claim_stmt = {
-	"WITH picked AS ("
-	"  SELECT id FROM distlock.jobs"
-	"  WHERE queue = $1 AND status = 'pending' AND run_at <= $3"
-	"   AND ($6 OR pg_has_role($5, created_by, 'USAGE'))"
-	"  ORDER BY priority DESC, run_at, id"
-	"  LIMIT $4 FOR UPDATE SKIP LOCKED),"
-	" claimed AS ("
-	"  UPDATE distlock.jobs j SET status = 'running', session_id = $2,"
-	"   claimed_at = $3, attempts = j.attempts + 1"
-	"  FROM picked WHERE j.id = picked.id RETURNING j.*)"
+	"WITH claimed AS ("
+	"  UPDATE distlock.jobs SET status = 'running', session_id = $2,"
+	"   claimed_at = $3, attempts = attempts + 1"
+	"  WHERE id = ANY (ARRAY("
+	"   SELECT id FROM distlock.jobs"
+	"   WHERE queue = $1 AND status = 'pending' AND run_at <= $3"
+	"    AND " CLAIM_MAY_ACT
+	"   ORDER BY priority DESC, run_at, id"
+	"   LIMIT $4 FOR UPDATE SKIP LOCKED))"
+	"  RETURNING *)"
 	" SELECT * FROM claimed ORDER BY priority DESC, run_at, id",
-	6, {TEXTOID, UUIDOID, TIMESTAMPTZOID, INT4OID, OIDOID, BOOLOID}
+	5, {TEXTOID, UUIDOID, TIMESTAMPTZOID, INT4OID, OIDOID}
 };
 
+/* The same for one job ($4 is 1): no CTE and no sort to set up. */
+static DistlockStmt claim_one_stmt = {
+	"UPDATE distlock.jobs SET status = 'running', session_id = $2,"
+	" claimed_at = $3, attempts = attempts + 1"
+	" WHERE id = ("
+	"  SELECT id FROM distlock.jobs"
+	"  WHERE queue = $1 AND status = 'pending' AND run_at <= $3"
+	"   AND " CLAIM_MAY_ACT
+	"  ORDER BY priority DESC, run_at, id"
+	"  LIMIT $4 FOR UPDATE SKIP LOCKED)"
+	" RETURNING *",
+	5, {TEXTOID, UUIDOID, TIMESTAMPTZOID, INT4OID, OIDOID}
+};
+
+/*
+ * The acknowledgements find the job by jobs_pkey.  Their session and status
+ * tests are written IS NOT DISTINCT FROM (the same as = here: $2 and status
+ * are never null) so that neither can be an index condition nor prove the
+ * predicate of jobs_running_session_idx: otherwise the generic plan, made
+ * while few jobs were running, may scan that whole index (or the session's
+ * part of it) for every acknowledgement, stepping over every entry left
+ * there since the last vacuum (a batch of 100 ran four times slower).
+ *
+ * complete_stmt is complete() in one statement, for READ COMMITTED, run
+ * once the caller holds the session's use lock (session.c): it reads the
+ * session row, judges it live on the clock, and updates the job, which it
+ * locks.  It returns the session's creator, for the caller's role check.
+ * No row: refused, or an error to find, or a session that only seemed
+ * expired (distlock_complete()).
+ */
 static DistlockStmt complete_stmt = {
+	"UPDATE distlock.jobs j SET status = 'completed',"
+	" finished_at = clock_timestamp(), result = $3"
+	" FROM distlock.sessions s"
+	" WHERE s.id = $2 AND s.expires_at > clock_timestamp()"
+	"  AND j.id = $1 AND j.status IS NOT DISTINCT FROM 'running'"
+	"  AND j.session_id IS NOT DISTINCT FROM $2"
+	" RETURNING s.created_by",
+	3, {INT8OID, UUIDOID, JSONBOID}
+};
+
+/*
+ * complete_stmt for the jobs of an array, in one statement (jobs_pkey finds
+ * them, in id order); returns the ids acknowledged and the session's
+ * creator.
+ */
+static DistlockStmt complete_batch_stmt = {
+	"UPDATE distlock.jobs j SET status = 'completed',"
+	" finished_at = clock_timestamp(), result = $3"
+	" FROM distlock.sessions s"
+	" WHERE s.id = $2 AND s.expires_at > clock_timestamp()"
+	"  AND j.id = ANY ($1) AND j.status IS NOT DISTINCT FROM 'running'"
+	"  AND j.session_id IS NOT DISTINCT FROM $2"
+	" RETURNING j.id, s.created_by",
+	3, {INT8ARRAYOID, UUIDOID, JSONBOID}
+};
+
+/* complete_batch_stmt for a session already found live by the call. */
+static DistlockStmt complete_batch_held_stmt = {
 	"UPDATE distlock.jobs SET status = 'completed', finished_at = $3,"
 	" result = $4"
-	" WHERE id = $1 AND session_id = $2 AND status = 'running'",
+	" WHERE id = ANY ($1) AND status IS NOT DISTINCT FROM 'running'"
+	" AND session_id IS NOT DISTINCT FROM $2"
+	" RETURNING id",
+	4, {INT8ARRAYOID, UUIDOID, TIMESTAMPTZOID, JSONBOID}
+};
+
+/* The first of an array's job ids that does not exist. */
+static DistlockStmt missing_job_stmt = {
+	"SELECT i FROM unnest($1) i"
+	" WHERE NOT EXISTS (SELECT 1 FROM distlock.jobs WHERE id = i)"
+	" ORDER BY i LIMIT 1",
+	1, {INT8ARRAYOID}
+};
+
+/*
+ * An acknowledgement for a session already found live by the call (with
+ * its use lock held); returns the job's queue.
+ */
+static DistlockStmt complete_held_stmt = {
+	"UPDATE distlock.jobs SET status = 'completed', finished_at = $3,"
+	" result = $4"
+	" WHERE id = $1 AND status IS NOT DISTINCT FROM 'running'"
+	" AND session_id IS NOT DISTINCT FROM $2"
+	" RETURNING queue",
 	4, {INT8OID, UUIDOID, TIMESTAMPTZOID, JSONBOID}
 };
 
@@ -108,7 +204,8 @@ static DistlockStmt fail_stmt = {
 	" session_id = CASE WHEN attempts >= max_attempts THEN session_id END,"
 	" finished_at = CASE WHEN attempts >= max_attempts THEN $3 END,"
 	" last_error = $4"
-	" WHERE id = $1 AND session_id = $2 AND status = 'running'",
+	" WHERE id = $1 AND status IS NOT DISTINCT FROM 'running'"
+	" AND session_id IS NOT DISTINCT FROM $2",
 	6, {INT8OID, UUIDOID, TIMESTAMPTZOID, TEXTOID, INTERVALOID, FLOAT8OID}
 };
 
@@ -222,6 +319,42 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Claim up to max_jobs due jobs of queue for session_id, which the call
+ * uses and has found live at now, after reaping expired sessions if reap
+ * (dl_session_use() found some); the jobs are left in SPI_tuptable, in
+ * claim order.  Returns how many.
+ */
+static uint64
+queue_claim(DistlockCall *call, Datum queue, Datum session_id,
+			int32 max_jobs, TimestampTz now, bool reap)
+{
+	Datum		values[5];
+
+	if (reap)
+		dl_reap_expired(now, DISTLOCK_REAP_BATCH);
+	values[0] = queue;
+	values[1] = session_id;
+	values[2] = TimestampTzGetDatum(now);
+	values[3] = Int32GetDatum(max_jobs);
+	values[4] = ObjectIdGetDatum(call->caller);
+	return dl_exec(max_jobs == 1 ? &claim_one_stmt : &claim_stmt,
+				   values, NULL, 0);
+}
+
+/* Hand the n jobs in SPI_tuptable to a set-returning function's caller. */
+static void
+queue_return_jobs(FunctionCallInfo fcinfo, uint64 n)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	if (SPI_tuptable->tupdesc->natts != rsinfo->setDesc->natts)
+		elog(ERROR, "claim returned %d columns, expected %d",
+			 SPI_tuptable->tupdesc->natts, rsinfo->setDesc->natts);
+	for (uint64 i = 0; i < n; i++)
+		tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
+}
+
+/*
  * claim(queue text, session_id uuid, max_jobs integer DEFAULT 1)
  *		RETURNS SETOF distlock.jobs
  *
@@ -234,34 +367,24 @@ Datum
 distlock_claim(PG_FUNCTION_ARGS)
 {
 	text	   *queue = dl_arg_name(fcinfo, 0, "queue name");
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	DistlockCall call;
-	Datum		values[6];
-	TimestampTz now;
+	Datum		session_id;
+	int32		max_jobs;
+	bool		reap;
 	uint64		n;
 
 	dl_arg_not_null(fcinfo, 1, "session_id");
-	values[0] = PointerGetDatum(queue);
-	values[1] = PG_GETARG_DATUM(1);
-	values[3] = Int32GetDatum(dl_arg_int_range(fcinfo, 2, "max_jobs", 1,
-											   DISTLOCK_MAX_CLAIM_JOBS));
+	session_id = PG_GETARG_DATUM(1);
+	max_jobs = dl_arg_int_range(fcinfo, 2, "max_jobs", 1,
+								DISTLOCK_MAX_CLAIM_JOBS);
 
 	InitMaterializedSRF(fcinfo, 0);
 
 	dl_enter(&call, "distlock.claim()", true);
-	dl_session_use(&call, values[1]);
-	values[4] = ObjectIdGetDatum(call.caller);
-	values[5] = BoolGetDatum(dl_caller_is_admin(&call));
-	now = GetCurrentTimestamp();
-	dl_reap_expired(now, DISTLOCK_REAP_BATCH);
-	values[2] = TimestampTzGetDatum(now);
-	n = dl_exec(&claim_stmt, values, NULL, 0);
-
-	if (SPI_tuptable->tupdesc->natts != rsinfo->setDesc->natts)
-		elog(ERROR, "claim returned %d columns, expected %d",
-			 SPI_tuptable->tupdesc->natts, rsinfo->setDesc->natts);
-	for (uint64 i = 0; i < n; i++)
-		tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
+	reap = dl_session_use(&call, session_id);
+	n = queue_claim(&call, PointerGetDatum(queue), session_id, max_jobs,
+					GetCurrentTimestamp(), reap);
+	queue_return_jobs(fcinfo, n);
 	dl_leave(&call);
 
 	return (Datum) 0;
@@ -273,7 +396,17 @@ distlock_claim(PG_FUNCTION_ARGS)
  *
  * Acknowledge a job: true if it was running, claimed by session_id, and the
  * session is live now; the job is then completed with result.  Otherwise
- * false, changing nothing.  An unknown job_id raises 42704.
+ * false, changing nothing.  An unknown job_id raises 42704, a session of
+ * another role 42501.
+ *
+ * At READ COMMITTED one statement does it all (complete_stmt), with the
+ * session's use lock held.  Should it change nothing, the session is looked
+ * at again the way every call of a session does (dl_session_acting(): a
+ * session that seemed expired is checked under a row lock, and another
+ * role's raises 42501), and if it is live the acknowledgement is tried
+ * once more, so that a heartbeat committed just before cannot make a live
+ * session's acknowledgement fail.  At REPEATABLE READ and SERIALIZABLE
+ * only the second way is taken.
  */
 Datum
 distlock_complete(PG_FUNCTION_ARGS)
@@ -287,20 +420,190 @@ distlock_complete(PG_FUNCTION_ARGS)
 	dl_arg_not_null(fcinfo, 1, "session_id");
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(1);
-	values[3] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
-	nulls[3] = PG_ARGISNULL(2) ? 'n' : ' ';
 
 	dl_enter(&call, "distlock.complete()", true);
-	if (dl_session_acting(&call, values[1]))
+	if (!IsolationUsesXactSnapshot())
+	{
+		Datum		fast_values[3] = {values[0], values[1]};
+		char		fast_nulls[3] = "   ";
+
+		fast_values[2] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+		fast_nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
+		dl_session_hold(values[1]);
+		done = dl_exec(&complete_stmt, fast_values, fast_nulls, 0) == 1;
+		if (done)
+		{
+			bool		isnull;
+
+			/* another role's session: the error undoes the update */
+			dl_check_session_access(&call,
+									DatumGetObjectId(dl_getattr(0, 1, &isnull)),
+									values[1]);
+		}
+	}
+	if (!done && dl_session_acting(&call, values[1]))
 	{
 		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
-		done = dl_exec(&complete_stmt, values, nulls, 0) == 1;
+		values[3] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+		nulls[3] = PG_ARGISNULL(2) ? 'n' : ' ';
+		done = dl_exec(&complete_held_stmt, values, nulls, 0) == 1;
 	}
 	if (!done)
 		(void) queue_job_creator(values[0]);
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(done);
+}
+
+/*
+ * complete_batch(job_ids bigint[], session_id uuid, result jsonb DEFAULT
+ *				  NULL) RETURNS SETOF bigint
+ *
+ * Acknowledge each of up to DISTLOCK_MAX_CLAIM_JOBS jobs as complete()
+ * does, in one statement, and return the ids acknowledged (in id order): a
+ * job is completed, with result, if it is running and claimed by
+ * session_id and the session is live now; the others are left as they
+ * are.  The caller compares: whatever it wrote for a job not returned must
+ * not commit.  An id that is no job raises 42704, a null id 22004.
+ */
+Datum
+distlock_complete_batch(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DistlockCall call;
+	ArrayType  *ids;
+	Datum		values[4];
+	char		nulls[4] = "    ";
+	int			nids;
+	uint64		n = 0;
+	bool		done = false;
+
+	dl_arg_not_null(fcinfo, 0, "job_ids");
+	dl_arg_not_null(fcinfo, 1, "session_id");
+	ids = PG_GETARG_ARRAYTYPE_P(0);
+	nids = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
+	if (array_contains_nulls(ids))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("job_ids cannot contain nulls")));
+	if (nids > DISTLOCK_MAX_CLAIM_JOBS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("job_ids must have at most %d elements",
+						DISTLOCK_MAX_CLAIM_JOBS)));
+	values[0] = PointerGetDatum(ids);
+	values[1] = PG_GETARG_DATUM(1);
+
+	/* a set of bigint: the caller's descriptor of one column */
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+
+	dl_enter(&call, "distlock.complete_batch()", true);
+	if (nids > 0 && !IsolationUsesXactSnapshot())
+	{
+		Datum		fast_values[3] = {values[0], values[1]};
+		char		fast_nulls[3] = "   ";
+
+		fast_values[2] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+		fast_nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
+		dl_session_hold(values[1]);
+		n = dl_exec(&complete_batch_stmt, fast_values, fast_nulls, 0);
+		if (n > 0)
+		{
+			bool		isnull;
+
+			/* another role's session: the error undoes the update */
+			dl_check_session_access(&call,
+									DatumGetObjectId(dl_getattr(0, 2, &isnull)),
+									values[1]);
+			done = true;
+		}
+	}
+	/* nothing acknowledged: look at the session as complete() does */
+	if (!done && dl_session_acting(&call, values[1]) && nids > 0)
+	{
+		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
+		values[3] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+		nulls[3] = PG_ARGISNULL(2) ? 'n' : ' ';
+		n = dl_exec(&complete_batch_held_stmt, values, nulls, 0);
+	}
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull = false;
+		Datum		id = dl_getattr(i, 1, &isnull);
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &id, &isnull);
+	}
+	/* fewer than asked for: an id that is no job is an error */
+	if (n < (uint64) nids && dl_exec(&missing_job_stmt, values, NULL, 1) == 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("job " INT64_FORMAT " does not exist",
+						dl_getint64(0, 1))));
+	dl_leave(&call);
+
+	return (Datum) 0;
+}
+
+/*
+ * complete_and_claim(job_id bigint, session_id uuid, result jsonb DEFAULT
+ *					  NULL, max_jobs integer DEFAULT 1)
+ *		RETURNS SETOF distlock.jobs
+ *
+ * A worker's loop in one call: acknowledge job_id as complete() does, then
+ * claim up to max_jobs due jobs of the same queue as claim() does, in one
+ * transaction.  A refused acknowledgement is an error, 55000, so that
+ * whatever the worker wrote for the job in the same transaction rolls back
+ * with it and nothing is claimed; an unknown job raises 42704, and a session
+ * that is not live 42704 or 55000, as in claim().
+ */
+Datum
+distlock_complete_and_claim(PG_FUNCTION_ARGS)
+{
+	DistlockCall call;
+	Datum		values[4];
+	char		nulls[4] = "    ";
+	int32		max_jobs;
+	TimestampTz now;
+	text	   *queue;
+	bool		isnull;
+	bool		reap;
+	uint64		n;
+
+	dl_arg_not_null(fcinfo, 0, "job_id");
+	dl_arg_not_null(fcinfo, 1, "session_id");
+	values[0] = PG_GETARG_DATUM(0);
+	values[1] = PG_GETARG_DATUM(1);
+	values[3] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+	nulls[3] = PG_ARGISNULL(2) ? 'n' : ' ';
+	max_jobs = dl_arg_int_range(fcinfo, 3, "max_jobs", 1,
+								DISTLOCK_MAX_CLAIM_JOBS);
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	dl_enter(&call, "distlock.complete_and_claim()", true);
+	reap = dl_session_use(&call, values[1]);
+	now = GetCurrentTimestamp();
+	values[2] = TimestampTzGetDatum(now);
+	if (dl_exec(&complete_held_stmt, values, nulls, 0) != 1)
+	{
+		(void) queue_job_creator(values[0]);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("job " INT64_FORMAT " is not running for session %s",
+						DatumGetInt64(values[0]),
+						DatumGetCString(DirectFunctionCall1(uuid_out,
+															values[1]))),
+				 errdetail("It was completed, failed or cancelled, or handed back to the queue after its session expired or closed."),
+				 errhint("Roll back what was done for the job: its acknowledgement was refused.")));
+	}
+	/* the queue name lives in SPI memory that the claim will reuse */
+	queue = DatumGetTextPCopy(dl_getattr(0, 1, &isnull));
+	n = queue_claim(&call, PointerGetDatum(queue), values[1], max_jobs, now,
+					reap);
+	queue_return_jobs(fcinfo, n);
+	dl_leave(&call);
+
+	return (Datum) 0;
 }
 
 /*

@@ -8,6 +8,8 @@
 #	cluster_start DIR [extra postgresql.conf lines...]
 #		sets PGHOST, PGPORT, PGUSER, PGDATABASE and CLUSTER_PID
 #	cluster_stop [immediate]
+#	cluster_restart [immediate] [DOWNTIME]	same data directory and port
+#	cluster_pid_refresh			CLUSTER_PID from the pid file
 
 PG_BINDIR=${PG_BINDIR:-$(pg_config --bindir)}
 
@@ -67,4 +69,34 @@ cluster_stop()
 		sleep 0.1
 	done
 	CLUSTER_PID=
+}
+
+# Restart the cluster of cluster_start on the same data directory and port:
+# stop it (fast, or "immediate": no checkpoint, crash recovery at start),
+# wait $2 seconds, start it again.  Works in another shell that sourced this
+# file with only CLUSTER_DIR set: the postmaster's PID comes from its pid
+# file.
+cluster_restart()
+{
+	cluster_pid_refresh
+	cluster_stop "${1:-fast}"
+	sleep "${2:-0}"
+	as_owner "$PG_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -w -t 60 \
+		-l "$CLUSTER_DIR/server.log" start >/dev/null || {
+		tail -20 "$CLUSTER_DIR/server.log" >&2
+		return 1
+	}
+	CLUSTER_PID=$(head -1 "$CLUSTER_DIR/data/postmaster.pid")
+}
+
+# Set CLUSTER_PID from the pid file of the cluster in CLUSTER_DIR, for a
+# cluster that another process may have restarted (only if that PID is a
+# postgres process: a stale file may name a PID in use by another).
+cluster_pid_refresh()
+{
+	local pid
+	pid=$(head -1 "$CLUSTER_DIR/data/postmaster.pid" 2>/dev/null) || return 0
+	[ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = postgres ] &&
+		CLUSTER_PID=$pid
+	return 0
 }

@@ -6,7 +6,7 @@
 set -euo pipefail
 
 pkgs=(gcc make postgresql-15 postgresql-server-dev-15 libpq-dev
-	libipc-run-perl python3 python3-psycopg)
+	libipc-run-perl python3 python3-psycopg pgbouncer)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -31,6 +31,7 @@ scripts=(
 	test/scripts/standby.sh
 	test/scripts/readme_snippets.sh
 	test/scripts/throttle_bound.sh
+	test/fault/run.sh
 )
 
 pgxs=$(pg_config --pkglibdir)/pgxs

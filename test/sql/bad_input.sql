@@ -88,6 +88,20 @@ SELECT call, attempt(bind(call)) AS outcome FROM (VALUES
 	('distlock.complete(NULL, <live>)'),
 	('distlock.complete(<job>, NULL)'),
 	('distlock.complete(-1, <live>)'),
+	('distlock.complete_batch(NULL, <live>)'),
+	('distlock.complete_batch(ARRAY[<job>], NULL)'),
+	('distlock.complete_batch(ARRAY[<job>, NULL], <live>)'),
+	('distlock.complete_batch(array_fill(<job>, ARRAY[1001]), <live>)'),
+	('distlock.complete_batch(ARRAY[-1], <live>)'),
+	('distlock.complete_and_claim(NULL, <live>)'),
+	('distlock.complete_and_claim(<job>, NULL)'),
+	('distlock.complete_and_claim(<job>, <live>, NULL, NULL)'),
+	('distlock.complete_and_claim(<job>, <live>, NULL, 0)'),
+	('distlock.complete_and_claim(<job>, <live>, NULL, 1001)'),
+	('distlock.complete_and_claim(-1, <live>)'),
+	('distlock.complete_and_claim(<job>, <live>)'),
+	('distlock.complete_and_claim(<job>, <dead>)'),
+	('distlock.complete_and_claim(<job>, ''00000000-0000-0000-0000-000000000000'')'),
 	('distlock.fail(NULL, <live>)'),
 	('distlock.fail(<job>, NULL)'),
 	('distlock.fail(<job>, <live>, ''e'', ''-1 second'')'),
@@ -106,6 +120,7 @@ SELECT distlock.release('held', 'w2');
 SELECT distlock.heartbeat(:'dead');
 SELECT distlock.session_close(:'dead');
 SELECT distlock.complete(:job, :'live');
+SELECT count(*) FROM distlock.complete_batch(ARRAY[:job]::bigint[], :'live');
 SELECT distlock.fail(:job, :'live');
 SELECT state() = :'before' AS unchanged;
 
@@ -123,6 +138,8 @@ SELECT call, attempt(bind(call)) AS outcome FROM (VALUES
 	('distlock.enqueue(''q'')'),
 	('distlock.claim(''q'', <live>)'),
 	('distlock.complete(<job>, <live>)'),
+	('distlock.complete_and_claim(<job>, <live>)'),
+	('distlock.complete_batch(ARRAY[<job>], <live>)'),
 	('distlock.fail(<job>, <live>)'),
 	('distlock.cancel(<job>)')
 ) v(call);

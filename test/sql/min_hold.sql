@@ -103,3 +103,39 @@ SELECT call, attempt(call) AS outcome FROM (VALUES
 ) v(call);
 SELECT state() = :'before' AS unchanged;
 
+
+-- at READ COMMITTED a refusal locks nothing and writes nothing, not even a
+-- transaction id: held by another owner, or on hold
+SELECT distlock.try_acquire('refuse held', 'w1', '1 hour') IS NOT NULL AS granted;
+SELECT state() AS before \gset
+BEGIN;
+SELECT distlock.try_acquire('refuse held', 'w2') IS NULL AS refused;
+SELECT distlock.try_acquire('hold mutex', 'w2') IS NULL AS refused_on_hold;
+SELECT pg_current_xact_id_if_assigned() IS NULL AS no_xid;
+COMMIT;
+SELECT state() = :'before' AS unchanged;
+-- the same for a lease bound to a live session
+SELECT distlock.session_open('1 hour', 'refusal') AS rs \gset
+SELECT distlock.try_acquire('refuse bound', 'w1', '1 hour', :'rs') IS NOT NULL AS granted;
+BEGIN;
+SELECT distlock.try_acquire('refuse bound', 'w2') IS NULL AS refused;
+SELECT pg_current_xact_id_if_assigned() IS NULL AS no_xid;
+COMMIT;
+-- at REPEATABLE READ the snapshot may predate the call: the refusal is
+-- decided under the row lock
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT distlock.try_acquire('refuse held', 'w2') IS NULL AS refused;
+SELECT pg_current_xact_id_if_assigned() IS NOT NULL AS has_xid;
+COMMIT;
+-- a re-entry, and a grant once the lock is released, write as before
+BEGIN;
+SELECT distlock.try_acquire('refuse held', 'w1', '1 hour') IS NOT NULL AS reentered;
+SELECT pg_current_xact_id_if_assigned() IS NOT NULL AS has_xid;
+COMMIT;
+SELECT distlock.release('refuse held', 'w1');
+BEGIN;
+SELECT distlock.try_acquire('refuse held', 'w2') IS NOT NULL AS granted;
+SELECT pg_current_xact_id_if_assigned() IS NOT NULL AS has_xid;
+COMMIT;
+SELECT owner FROM distlock.active_locks WHERE name = 'refuse held';
+SELECT distlock.session_close(:'rs');

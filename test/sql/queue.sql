@@ -112,3 +112,87 @@ SELECT queue, pending, running, completed, failed, cancelled,
 
 SELECT distlock.session_close(:'w1');
 SELECT distlock.reap();
+
+-- complete_and_claim: acknowledge the job in hand and claim the next of its
+-- queue, in one call and one transaction
+SELECT distlock.session_open('1 minute', 'loop') AS w5 \gset
+SELECT distlock.session_open('1 minute', 'other') AS w6 \gset
+SELECT count(distlock.enqueue('loop', jsonb_build_object('n', n), priority => -n))
+  FROM generate_series(1, 4) n;
+SELECT min(id) AS l1 FROM distlock.jobs WHERE queue = 'loop' \gset
+SELECT distlock.enqueue('loop other queue', '{}') AS lo \gset
+SELECT id = :l1 AS first FROM distlock.claim('loop', :'w5');
+-- the next job of the same queue, as claim() returns it
+SELECT id = :l1 + 1 AS next, payload, status, attempts, session_id = :'w5' AS mine
+  FROM distlock.complete_and_claim(:l1, :'w5', '{"done": 1}');
+SELECT status, result FROM distlock.jobs WHERE id = :l1;
+-- max_jobs: a batch, in claim order
+SELECT id - :l1 AS n FROM distlock.complete_and_claim(:l1 + 1, :'w5', max_jobs => 5);
+-- the queue is drained: the acknowledgement stands, nothing is claimed
+SELECT count(*) FROM distlock.complete_and_claim(:l1 + 2, :'w5');
+SELECT count(*) FROM distlock.complete_and_claim(:l1 + 3, :'w5');
+SELECT status, count(*) FROM distlock.jobs WHERE queue = 'loop' GROUP BY 1;
+SELECT status FROM distlock.jobs WHERE id = :lo;
+-- a refused acknowledgement raises 55000 and claims nothing: done already,
+-- another session's job, a pending job; an unknown job raises 42704
+SELECT attempt(format('distlock.complete_and_claim(%s, %L)', :l1, :'w5'));
+SELECT id AS lo_claimed FROM distlock.claim('loop other queue', :'w6') \gset
+SELECT attempt(format('distlock.complete_and_claim(%s, %L)', :lo, :'w5'));
+SELECT distlock.enqueue('loop', '{}') AS l5 \gset
+SELECT attempt(format('distlock.complete_and_claim(%s, %L)', :l5, :'w5'));
+SELECT status, session_id IS NULL AS unclaimed FROM distlock.jobs WHERE id = :l5;
+SELECT attempt(format('distlock.complete_and_claim(%s, %L)', 9999999, :'w5'));
+-- the refusal rolls back the worker's effects in the same transaction
+\set VERBOSITY sqlstate
+BEGIN;
+INSERT INTO effects VALUES (:l1);
+SELECT count(*) FROM distlock.complete_and_claim(:l1, :'w5');
+COMMIT;
+\set VERBOSITY default
+SELECT count(*) FROM effects WHERE job = :l1;
+-- accepted, the effects commit with the acknowledgement and the new claim
+BEGIN;
+INSERT INTO effects VALUES (:lo);
+SELECT count(*) AS claimed_from_other_queues
+  FROM distlock.complete_and_claim(:lo, :'w6', max_jobs => 1);
+COMMIT;
+SELECT count(*) FROM effects WHERE job = :lo;
+SELECT id, status FROM distlock.jobs WHERE id IN (:lo, :l5) ORDER BY id;
+-- through a session that is not live: 55000 (expired) or 42704 (closed)
+SELECT distlock.session_open('100 milliseconds', 'brief') AS w7 \gset
+SELECT distlock.enqueue('loop', '{}') AS l6 \gset
+SELECT count(*) FROM distlock.claim('loop', :'w7');
+SELECT pg_sleep(0.2);
+SELECT attempt(format('distlock.complete_and_claim(%s, %L)', :l6, :'w7'));
+SELECT distlock.session_close(:'w6');
+SELECT attempt(format('distlock.complete_and_claim(%s, %L)', :l5, :'w6'));
+SELECT distlock.session_close(:'w5');
+
+-- complete_batch: acknowledge a batch in one call; the ids acknowledged
+-- come back, the others are left as they are
+SELECT distlock.session_open('1 minute', 'batch') AS w8 \gset
+SELECT distlock.session_open('1 minute', 'batch other') AS w9 \gset
+SELECT count(distlock.enqueue('batch', jsonb_build_object('n', n)))
+  FROM generate_series(1, 5) n;
+SELECT array_agg(id ORDER BY id) AS b3 FROM distlock.claim('batch', :'w8', 3) \gset
+SELECT array_agg(id ORDER BY id) AS b2 FROM distlock.claim('batch', :'w9', 2) \gset
+-- one of w9's jobs, and one twice: only w8's running jobs are acknowledged
+SELECT array_position(:'b3'::bigint[], id) AS acked
+  FROM distlock.complete_batch(:'b3'::bigint[] || (:'b2'::bigint[])[1:1] || (:'b3'::bigint[])[1:1],
+							   :'w8', '{"ok": true}') AS a(id);
+-- in a select list too
+SELECT distlock.complete_batch('{}', :'w8');
+SELECT status, result, count(*) FROM distlock.jobs WHERE queue = 'batch'
+ GROUP BY 1, 2 ORDER BY 1;
+-- again: nothing left to acknowledge
+SELECT count(*) FROM distlock.complete_batch(:'b3'::bigint[], :'w8');
+SELECT count(*) FROM distlock.complete_batch('{}', :'w8');
+-- an id that is no job raises 42704 and acknowledges nothing
+SELECT attempt(format('distlock.complete_batch(%L, %L)', :'b2'::bigint[] || 9999999::bigint, :'w9'));
+SELECT count(*) FROM distlock.jobs WHERE id = ANY (:'b2') AND status = 'running';
+-- a dead session acknowledges nothing
+SELECT distlock.session_close(:'w8');
+SELECT count(*) FROM distlock.complete_batch(:'b2'::bigint[], :'w8');
+SELECT count(*) FROM distlock.complete_batch(:'b2'::bigint[], :'w9');
+SELECT distlock.session_close(:'w9');
+

@@ -51,6 +51,8 @@ SELECT call, attempt(bind(call)) AS outcome FROM (VALUES
 	('distlock.session_close(<sa>)'),
 	('distlock.claim(''shared'', <sa>)'),
 	('distlock.complete(<ja>, <sa>)'),
+	('distlock.complete_and_claim(<ja>, <sa>)'),
+	('distlock.complete_batch(ARRAY[<ja>], <sa>)'),
 	('distlock.fail(<ja>, <sa>)'),
 	('distlock.cancel(<ja>)'),
 	('distlock.cancel(<ja2>)'),

@@ -1,0 +1,2 @@
+-- distlock.enqueue of one job.
+SELECT distlock.enqueue('enq', '{"to": "ada@example.com"}');

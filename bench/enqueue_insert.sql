@@ -1,0 +1,2 @@
+-- Plain INSERT of one task.
+INSERT INTO tasks (queue, payload) VALUES ('enq', '{"to": "ada@example.com"}') RETURNING id;

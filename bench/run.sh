@@ -1,0 +1,45 @@
+#!/bin/bash
+# bench/run.sh -- "make bench": distlock against the SQL it replaces.
+#
+# Starts a throwaway cluster (fsync on; synchronous_commit on, then a second
+# pass with it off), installs PgQ (Debian's postgresql-15-pgq3) if it is
+# missing, loads bench/setup.sql and runs bench/bench.py, which prints the
+# table and writes bench/results/.  QUICK=1 for a short run; see bench.py
+# for the other knobs.  The server is stopped by PID on exit.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/test/cluster.sh"
+
+# PgQ, the installed-extension peer.  Without it (no apt, no network) the
+# PgQ rows are left out, and the run says so.
+have_pgq=1
+if ! dpkg-query -W -f='${Status}' postgresql-15-pgq3 2>/dev/null | grep -q "install ok installed"; then
+	sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	echo "installing postgresql-15-pgq3 (PgQ) for the benchmark"
+	if ! { $sudo apt-get install -y -qq --no-install-recommends postgresql-15-pgq3 >/dev/null 2>&1 ||
+		{ $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			$sudo apt-get install -y -qq --no-install-recommends postgresql-15-pgq3 >/dev/null; }; }; then
+		echo "warning: could not install postgresql-15-pgq3; PgQ rows are left out" >&2
+		have_pgq=0
+	fi
+fi
+
+dir=$(mktemp -d /tmp/distlock-bench.XXXXXX)
+trap 'cluster_stop; rm -rf "$dir"' EXIT
+chmod 755 "$dir"
+cluster_start "$dir" \
+	"fsync = on" \
+	"synchronous_commit = on" \
+	"shared_buffers = 512MB" \
+	"max_wal_size = 16GB" \
+	"checkpoint_timeout = 1h" \
+	"autovacuum = off" \
+	"log_min_messages = warning"
+echo "bench cluster: port $PGPORT, pid $CLUSTER_PID, $dir"
+
+psql -X -q -v ON_ERROR_STOP=1 -v pgq=$have_pgq -f "$top/bench/setup.sql" >/dev/null
+pgbench -i -q -s 1 -U app postgres >/dev/null 2>&1
+
+BENCH_WORK="$dir" HAVE_PGQ=$have_pgq /usr/bin/python3 "$top/bench/bench.py"

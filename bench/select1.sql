@@ -1,0 +1,2 @@
+-- The floor: a round trip that does nothing.
+SELECT 1;

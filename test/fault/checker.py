@@ -1,0 +1,928 @@
+#!/usr/bin/python3
+"""test/fault/checker.py -- judge a recorded fault-injection history.
+
+    checker.py DIR                 check a run of workload.py, print its
+                                   figures and one "ok"/"not ok" line per
+                                   invariant and for the fault floors
+    checker.py --selftest DIR      run the checker on the hand-written
+                                   histories in DIR (*.json): each planted
+                                   violation must be flagged, and only it;
+                                   the clean history must pass
+    checker.py --advisory FILE     report workload.py's advisory-lock
+                                   measurement through PgBouncer
+
+A history is what the clients saw (ops: one record per operation, with the
+transaction id, the server clock before (t0) and after (t1) the call, and
+the outcome ok / fail (definite) / info (unknown)), what the server recorded
+(audit: every row change of distlock's tables with its transaction id,
+server time and commit time; writes: the fenced resource's accepted writes;
+effects: the queue workers' effects; jobs: the final state of the queue),
+and the status of every transaction id after the run (xact).
+
+Invariants (shared/research/reliability.md, section 6):
+
+  L1  no two leases of a name overlap in server time: on the server's rows
+      (a grant never replaces a lease that had not ended), and in what the
+      clients were told (a lease granted with ttl lasts at least from the
+      grant until t0 + ttl, or until its holder's next call on it)
+  L2  tokens strictly increase per name in commit order; no token is
+      granted twice for a name, nor handed to two owners; no client is
+      given a token smaller than one granted before its call began
+  L3  every renew and release that changed a lock was its holder's
+  L4  the fenced resource accepted only current tokens: per name, in
+      commit order, accepted tokens never decrease; each accepted write
+      committed before the next grant and while its lease had not expired;
+      fence() never let through a token the resource then refused
+  L5  every write acknowledged to a client is in the resource
+  L6  every change on the server belongs to an operation that committed
+      (ok, or info resolved committed); none to a definite failure; every
+      acknowledged operation that changed something committed (durably,
+      across crashes) and left the changes it reported, and a "no" answer
+      left none; every unknown outcome resolved as committed left its
+      changes.  (A refusal writes no WAL, so PostgreSQL does not wait for
+      its commit record to reach disk: a crash may lose it and hand its
+      transaction id out again.  That loses nothing and is only counted.)
+  Q1  every job completed exactly once, with exactly one effect, committed
+      in the acknowledging transaction
+  Q2  every accepted acknowledgement came from the job's claiming session
+      while that session was live
+  Q3  no job lost: every enqueued job is completed at the end
+  Q4  acknowledgements from expired sessions were refused (counted; the
+      fault floors require some)
+"""
+
+import bisect
+import collections
+import glob
+import json
+import os
+import sys
+
+INVARIANTS = ["L1", "L2", "L3", "L4", "L5", "L6", "Q1", "Q2", "Q3"]
+EXAMPLES = 3            # counterexamples printed per invariant
+
+
+# ---------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------
+
+def read_jsonl(path):
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass        # a line cut short by SIGKILL
+    return out
+
+
+def load(path):
+    """A history from a run directory or a single hand-written JSON file."""
+    if os.path.isdir(path):
+        raw = []
+        for fn in sorted(glob.glob(os.path.join(path, "ops-*.jsonl"))):
+            raw.extend(read_jsonl(fn))
+        h = dict(ops=raw)
+        for key in ("audit", "writes", "effects", "jobs", "xact", "faults"):
+            h[key] = read_jsonl(os.path.join(path, key + ".jsonl"))
+        with open(os.path.join(path, "meta.json")) as f:
+            h["meta"] = json.load(f)
+    else:
+        h = load_file(path)
+    h["ops"] = merge_ops(h["ops"])
+    return h
+
+
+def load_file(path):
+    """A hand-written history.  One that names a "base" is that history with
+    records dropped ("drop": kind and fields to match), changed ("patch":
+    kind, fields to match, and fields to set, "new.expires" reaching into a
+    nested row) and added ("add": records per kind): a violation planted in
+    a clean history."""
+    with open(path) as f:
+        h = json.load(f)
+    if "base" in h:
+        b = load_file(os.path.join(os.path.dirname(path), h["base"]))
+        b["meta"] = h.get("meta", {})
+
+        def matches(rec, m):
+            return all(rec.get(k) == v for k, v in m.items())
+        for d in h.get("drop", []):
+            b[d["kind"]] = [r for r in b[d["kind"]] if not matches(r, d["match"])]
+        for p in h.get("patch", []):
+            hit = [r for r in b[p["kind"]] if matches(r, p["match"])]
+            if len(hit) != 1:
+                raise ValueError("%s: patch %r matches %d records" % (path, p, len(hit)))
+            for k, v in p["set"].items():
+                target = hit[0]
+                *path_, last = k.split(".")
+                for part in path_:
+                    target = target[part]
+                target[last] = v
+        for kind, recs in h.get("add", {}).items():
+            b.setdefault(kind, []).extend(recs)
+        h = b
+    for key in ("ops", "audit", "writes", "effects", "jobs", "xact", "faults"):
+        h.setdefault(key, [])
+    h.setdefault("meta", {})
+    return h
+
+
+def merge_ops(raw):
+    """One record per operation.  An operation with a "pre" line (written
+    before COMMIT) and no "op" line was cut short: its outcome is unknown."""
+    ops = {}
+    for r in raw:
+        key = (r.get("c"), r.get("i"), r.get("s"))
+        if r.get("k") == "pre":
+            if key not in ops:
+                rec = dict(r, k="op", outcome="info", err="killed")
+                ops[key] = rec
+        else:
+            ops[key] = r
+    out = list(ops.values())
+    out.sort(key=lambda r: (str(r.get("c")), r.get("i") or 0, r.get("s") or 0))
+    return out
+
+
+def changed(op):
+    """Whether an operation's answer says it changed something."""
+    kind, r = op["op"], op.get("r")
+    if kind == "acquire":
+        return r is not None
+    if kind == "write":
+        return bool(op.get("accepted"))
+    if kind in ("open",):
+        return True
+    return bool(r)
+
+
+# ---------------------------------------------------------------------------
+# The checker
+# ---------------------------------------------------------------------------
+
+class Check:
+    def __init__(self, h):
+        self.h = h
+        self.v = collections.defaultdict(list)     # invariant -> [messages]
+        self.fig = collections.OrderedDict()
+        self.ops = h["ops"]
+        self.audit = sorted(h["audit"], key=lambda a: (a.get("commit") or 0, a["id"]))
+        self.xact = {x["xid"]: x for x in h["xact"]}
+        self.restart_bounds = [(r.get("before_us"), r.get("after_us"))
+                               for r in h["meta"].get("restarts", [])]
+
+    def flag(self, inv, msg):
+        self.v[inv].append(msg)
+
+    # -- transaction ids: which operation owns a row, and did it commit -----
+
+    def index(self):
+        self.by_xid = collections.defaultdict(list)
+        for op in self.ops:
+            if op.get("xid") is not None:
+                self.by_xid[op["xid"]].append(op)
+        for lst in self.by_xid.values():
+            lst.sort(key=lambda o: o.get("t0") or 0)
+        # A transaction id can be handed out again after a crash when the
+        # transaction that had it wrote no WAL: a row or a commit belongs to
+        # the latest operation with that id that began before it.
+        self.committed = {}
+        for xid, lst in self.by_xid.items():
+            x = self.xact.get(xid)
+            owner = None
+            if x is not None and x.get("status") == "committed":
+                owner = self.owner_at(xid, x.get("commit"))
+            for op in lst:
+                if x is None:
+                    c = {"ok": True, "fail": False}.get(op["outcome"])
+                else:
+                    c = op is owner
+                self.committed[id(op)] = c
+        self.rows = collections.defaultdict(list)     # id(op) -> rows
+        self.unattributed = []
+        for kind in ("audit", "writes", "effects"):
+            for row in self.h[kind]:
+                op = self.owner_at(row["xid"], row.get("at"))
+                if op is None:
+                    self.unattributed.append((kind, row))
+                else:
+                    self.rows[id(op)].append((kind, row))
+
+    def owner_at(self, xid, t):
+        """The operation that a row written, or a commit made, at server
+        time t under transaction id xid belongs to: the latest one with that
+        id that began before t and whose server did not restart in between
+        (an operation begun before a restart neither writes nor commits
+        after it)."""
+        lst = self.by_xid.get(xid)
+        if not lst:
+            return None
+        if t is None:
+            return lst[-1]
+        best = None
+        for op in lst:
+            t0 = op.get("t0")
+            if t0 is not None and t0 > t:
+                continue
+            if t0 is not None and any(b is not None and a is not None and t0 < b and a <= t
+                                      for b, a in self.restart_bounds):
+                continue
+            best = op
+        return best
+
+    def op_of(self, row):
+        return self.owner_at(row["xid"], row.get("at"))
+
+    # -- sessions: when was each live --------------------------------------
+
+    def sessions(self):
+        ivs = collections.defaultdict(list)
+        ended = {}
+        for a in self.audit:
+            if a["tbl"] != "sessions":
+                continue
+            if a["op"] in ("I", "U"):
+                n = a["new"]
+                start = n.get("heartbeat") if a["op"] == "U" else n.get("created")
+                if start is None:
+                    start = n.get("created")
+                ivs[n["id"]].append((start, n["expires"]))
+            elif a["op"] == "D":
+                sid = a["old"]["id"]
+                ended[sid] = min(ended.get(sid, a["at"]), a["at"])
+        self.sess = {}
+        for sid, lst in ivs.items():
+            lst.sort()
+            merged = []
+            for s, e in lst:
+                if merged and s <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], e)
+                else:
+                    merged.append([s, e])
+            end = ended.get(sid)
+            if end is not None:
+                merged = [[s, min(e, end)] for s, e in merged if s < end]
+            self.sess[sid] = merged
+
+    def live_in(self, sid, lo, hi):
+        """Whether session sid was live at some instant of [lo, hi]."""
+        for s, e in self.sess.get(sid, []):
+            if s <= hi and lo < e:
+                return True
+        return False
+
+    # -- locks ----------------------------------------------------------------
+
+    def locks(self):
+        lock_rows = [a for a in self.audit if a["tbl"] == "locks"]
+        self.grants = collections.defaultdict(list)     # name -> grant rows
+        takeovers = reentries = renews = releases = 0
+        for a in lock_rows:
+            old, new = a.get("old"), a.get("new")
+            if a["op"] == "I" or (a["op"] == "U" and new["token"] != old["token"]):
+                self.grants[new["name"]].append(a)
+                if a["op"] == "U" and old.get("owner") is not None:
+                    if old["owner"] != new["owner"]:
+                        takeovers += 1
+                    # L1 on the server's rows: the replaced lease had ended
+                    end = old.get("expires")
+                    done = end is not None and end <= new["acquired"]
+                    if not done and old.get("session") is not None:
+                        done = not self.live_in(old["session"], new["acquired"],
+                                                new["acquired"])
+                    if not done:
+                        self.flag("L1", "grant of token %s on %r to %s at %s replaced token %s"
+                                  " of %s whose lease ran to %s (xid %s)"
+                                  % (new["token"], new["name"], new["owner"],
+                                     new["acquired"], old["token"], old["owner"],
+                                     end, a["xid"]))
+                elif a["op"] == "U":
+                    if old.get("renewed") is not None and old["renewed"] > new["acquired"]:
+                        self.flag("L1", "grant of token %s on %r at %s before the release at %s"
+                                  % (new["token"], new["name"], new["acquired"], old["renewed"]))
+                if a["op"] == "U" and old.get("hold") is not None and old["hold"] > new["acquired"]:
+                    self.flag("L1", "grant of token %s on %r at %s within the minimum hold"
+                              " of token %s (until %s)" % (new["token"], new["name"],
+                                                           new["acquired"], old["token"],
+                                                           old["hold"]))
+                continue
+            if a["op"] != "U":
+                continue
+            # same token: renew, re-entry or release -- by the holder only (L3)
+            op = self.op_of(a)
+            if new["owner"] is None and old["owner"] is not None:
+                releases += 1
+                kinds = ("release",)
+            elif new["owner"] == old["owner"]:
+                if new.get("acquired") == old.get("acquired") and op and op["op"] == "acquire":
+                    reentries += 1
+                else:
+                    renews += 1
+                kinds = ("renew", "acquire")
+            else:
+                self.flag("L2", "token %s of %r passed from %s to %s without a new grant"
+                          % (new["token"], new["name"], old["owner"], new["owner"]))
+                continue
+            if op is None:
+                continue        # reported under L6
+            said = op.get("token") if op["op"] != "acquire" else op.get("r")
+            if op["op"] not in kinds or op.get("owner") != old["owner"] or (
+                    said is not None and said != old["token"]):
+                self.flag("L3", "%s by %s (token %s) changed %r held by %s with token %s (xid %s)"
+                          % (op["op"], op.get("owner"), op.get("token"), new["name"],
+                             old["owner"], old["token"], a["xid"]))
+
+        # L2 on the server: per name, in commit order, tokens strictly increase
+        ngrants = 0
+        self.grant_of = {}       # (name, token) -> grant row
+        for name, gs in self.grants.items():
+            seen = {}
+            prev = None
+            for g in gs:
+                tok = g["new"]["token"]
+                ngrants += 1
+                if tok in seen:
+                    self.flag("L2", "token %s of %r granted twice (xids %s and %s)"
+                              % (tok, name, seen[tok]["xid"], g["xid"]))
+                elif prev is not None and tok < prev["new"]["token"]:
+                    self.flag("L2", "token regression on %r: %s committed after %s"
+                              " (xids %s, %s)" % (name, tok, prev["new"]["token"],
+                                                  prev["xid"], g["xid"]))
+                seen[tok] = g
+                self.grant_of[(name, tok)] = g
+                prev = g
+        self.fig["grants"] = ngrants
+        self.fig["takeovers"] = takeovers
+        self.fig["reentries"] = reentries
+        self.fig["renews"] = renews
+        self.fig["releases"] = releases
+
+        self.lock_clients()
+        self.fenced_writes()
+
+    def lock_clients(self):
+        """L1 and L2 in what the clients were told."""
+        segs = collections.defaultdict(list)     # name -> [start, end, token, owner]
+        by_client = collections.defaultdict(list)
+        for op in self.ops:
+            if op["op"] in ("acquire", "renew", "release") and op.get("name") is not None:
+                by_client[(op["c"], op["i"])].append(op)
+        holders = collections.defaultdict(set)   # (name, token) -> owners
+        grants = collections.defaultdict(list)   # name -> ok acquires with a token
+        for key, lst in by_client.items():
+            lst.sort(key=lambda o: o["s"])
+            open_seg = {}
+            for op in lst:
+                name = op["name"]
+                mayhave = op["outcome"] == "ok" or op["outcome"] == "info"
+                if mayhave and op.get("t0") is not None and name in open_seg:
+                    seg = open_seg.pop(name)
+                    seg[1] = min(seg[1], op["t0"])
+                if op["outcome"] != "ok":
+                    continue
+                tok = None
+                if op["op"] == "acquire" and op.get("r") is not None:
+                    tok = op["r"]
+                    holders[(name, tok)].add(op.get("owner"))
+                    grants[name].append(op)
+                elif op["op"] == "renew" and op.get("r"):
+                    tok = op.get("token")
+                if tok is not None and op.get("ttl") is not None:
+                    seg = [op["t1"], op["t0"] + op["ttl"], tok, op.get("owner")]
+                    segs[name].append(seg)
+                    open_seg[name] = seg
+        for name, lst in segs.items():
+            lst = sorted(s for s in lst if s[0] < s[1])
+            for i, a in enumerate(lst):
+                for b in lst[i + 1:]:
+                    if b[0] >= a[1]:
+                        break
+                    if b[2] != a[2]:
+                        self.flag("L1", "%r held by %s (token %s) over [%s, %s) and by %s"
+                                  " (token %s) over [%s, %s)"
+                                  % (name, a[3], a[2], a[0], a[1], b[3], b[2], b[0], b[1]))
+        for (name, tok), owners in holders.items():
+            if len(owners) > 1:
+                self.flag("L2", "token %s of %r handed to %d owners: %s"
+                          % (tok, name, len(owners), ", ".join(sorted(map(str, owners)))))
+        for name, lst in grants.items():
+            by_t1 = sorted(lst, key=lambda o: o["t1"])
+            t1s = [o["t1"] for o in by_t1]
+            best = []
+            m = None
+            for o in by_t1:
+                if m is None or o["r"] > m["r"]:
+                    m = o
+                best.append(m)
+            for o in lst:
+                k = bisect.bisect_left(t1s, o["t0"])
+                if k and best[k - 1]["r"] > o["r"]:
+                    p = best[k - 1]
+                    self.flag("L2", "token regression on %r: %s got %s at [%s, %s] after %s"
+                              " got %s at %s" % (name, o.get("owner"), o["r"], o["t0"],
+                                                 o["t1"], p.get("owner"), p["r"], p["t1"]))
+        self.fig["client_grants"] = sum(len(v) for v in grants.values())
+        # what the fence and the holder checks turned away (zombies, mostly)
+        self.fig["stale_writes_refused"] = sum(
+            1 for o in self.ops if o["op"] == "write" and o["outcome"] == "fail"
+            and o.get("err") == "55000")
+        self.fig["non_holder_refused"] = sum(
+            1 for o in self.ops if o["op"] in ("renew", "release")
+            and o["outcome"] == "ok" and o.get("r") is False)
+
+    def fenced_writes(self):
+        writes = sorted(self.h["writes"], key=lambda w: (w.get("commit") or 0, w["id"]))
+        versions = collections.defaultdict(list)     # name -> [(commit, new row)]
+        for a in self.audit:
+            if a["tbl"] == "locks" and a.get("new") is not None:
+                versions[a["new"]["name"]].append((a.get("commit") or 0, a["new"]))
+        version_commits = {n: [c for c, _ in vs] for n, vs in versions.items()}
+        grant_pos = {(n, g["id"]): k for n, gs in self.grants.items()
+                     for k, g in enumerate(gs)}
+        last = {}
+        for w in writes:
+            name, tok = w["name"], w["token"]
+            if name in last and tok < last[name]["token"]:
+                self.flag("L4", "resource %r accepted token %s after token %s (xids %s, %s)"
+                          % (name, tok, last[name]["token"], last[name]["xid"], w["xid"]))
+            last[name] = w
+            g = self.grant_of.get((name, tok))
+            if g is None:
+                self.flag("L4", "resource %r accepted token %s that was never granted (xid %s)"
+                          % (name, tok, w["xid"]))
+                continue
+            gs = self.grants[name]
+            k = grant_pos[(name, g["id"])]
+            if k + 1 < len(gs):
+                nxt = gs[k + 1]["new"]
+                if w.get("commit") is not None and nxt["acquired"] < w["commit"]:
+                    self.flag("L4", "write with token %s on %r committed at %s, after token %s"
+                              " was granted at %s (xid %s)" % (tok, name, w["commit"],
+                                                              nxt["token"], nxt["acquired"],
+                                                              w["xid"]))
+            op = self.op_of(w)
+            vs = versions[name]
+            j = bisect.bisect_left(version_commits.get(name, []), w.get("commit") or 0) - 1
+            if op is not None and op.get("t0") is not None and j >= 0:
+                cur = vs[j][1]
+                if cur["token"] == tok and cur.get("expires") is not None \
+                        and cur["expires"] <= op["t0"]:
+                    self.flag("L4", "write with token %s on %r accepted although its lease"
+                              " expired at %s, before the call at %s (xid %s)"
+                              % (tok, name, cur["expires"], op["t0"], w["xid"]))
+        for op in self.ops:
+            if op["op"] == "write" and op.get("accepted") is False:
+                self.flag("L4", "fence() passed token %s of %r that the resource then"
+                          " refused as stale (%s, xid %s)" % (op.get("token"), op.get("name"),
+                                                            op.get("owner"), op.get("xid")))
+        self.fig["writes_accepted"] = len(writes)
+
+    # -- queue ----------------------------------------------------------------
+
+    def queue(self):
+        completions = collections.defaultdict(list)
+        claims = collections.Counter()
+        enqueued = set()
+        for a in self.audit:
+            if a["tbl"] != "jobs":
+                continue
+            if a["op"] == "I":
+                enqueued.add(a["new"]["id"])
+                continue
+            if a["op"] != "U":
+                continue
+            old, new = a["old"], a["new"]
+            # every update that leaves a job completed is an accepted
+            # acknowledgement (nothing else may touch a completed job)
+            if new["status"] == "completed":
+                completions[new["id"]].append(a)
+            if new["status"] == "running" and old["status"] == "pending":
+                claims[new["id"]] += 1
+        effects = collections.defaultdict(list)
+        for e in self.h["effects"]:
+            effects[e["job"]].append(e)
+        jobs = {j["id"]: j for j in self.h["jobs"]}
+        all_ids = set(jobs) | enqueued | set(completions) | set(effects)
+        if not all_ids and not any(o["op"] in ("ack", "claim") for o in self.ops):
+            return False
+
+        for jid in sorted(all_ids):
+            cs, es = completions.get(jid, []), effects.get(jid, [])
+            if len(cs) > 1:
+                self.flag("Q1", "job %s completed %d times (xids %s)"
+                          % (jid, len(cs), ", ".join(str(c["xid"]) for c in cs)))
+            if len(es) != len(cs) or (cs and es and {e["xid"] for e in es} != {c["xid"] for c in cs}):
+                self.flag("Q1", "job %s: %d effects (xids %s) for %d acknowledgements (xids %s)"
+                          % (jid, len(es), [e["xid"] for e in es], len(cs), [c["xid"] for c in cs]))
+            j = jobs.get(jid)
+            if j is None or j["status"] != "completed" or not cs:
+                self.flag("Q3", "job %s not completed: %s at the end, %d acknowledgements"
+                          % (jid, j["status"] if j else "missing", len(cs)))
+        want = self.h["meta"].get("jobs")
+        if want and len(jobs) < want:
+            self.flag("Q3", "%d jobs enqueued, %d left in the queue" % (want, len(jobs)))
+
+        # Q2: accepted acknowledgements came from the claimer, while live
+        late = 0
+        for jid, cs in completions.items():
+            for c in cs:
+                sid = c["old"].get("session")
+                op = self.op_of(c)
+                fin = c["new"].get("finished") or c["at"]
+                lo = op["t0"] if op is not None and op.get("t0") is not None else fin
+                if op is not None and op.get("sid") is not None and op["sid"] != sid:
+                    self.flag("Q2", "job %s acknowledged by session %s but claimed by %s (xid %s)"
+                              % (jid, op["sid"], sid, c["xid"]))
+                if sid is None or not self.live_in(sid, lo, fin):
+                    self.flag("Q2", "job %s acknowledged at [%s, %s] by session %s, not live then"
+                              " (live %s; xid %s)" % (jid, lo, fin, sid,
+                                                      self.sess.get(sid), c["xid"]))
+                elif c.get("commit") is not None and not self.live_in(sid, c["commit"], c["commit"]):
+                    late += 1
+
+        # Q4 and figures from the workers' side
+        zombie = refused_other = acks_ok = 0
+        for op in self.ops:
+            if op["op"] != "ack" or op["outcome"] != "ok":
+                continue
+            if op.get("r"):
+                acks_ok += 1
+            elif op.get("t0") is not None and not self.live_in(op.get("sid"), op["t0"], op["t0"]):
+                zombie += 1
+            else:
+                refused_other += 1
+        self.fig["jobs"] = len(all_ids)
+        self.fig["completed"] = sum(1 for j in jobs.values() if j["status"] == "completed")
+        self.fig["claims"] = sum(claims.values())
+        self.fig["redeliveries"] = sum(n - 1 for n in claims.values() if n > 1)
+        self.fig["acks_accepted"] = acks_ok
+        self.fig["zombie_acks_refused"] = zombie
+        self.fig["acks_refused_other"] = refused_other
+        self.fig["acks_committed_after_expiry"] = late
+        self.fig["effects"] = sum(len(v) for v in effects.values())
+        return True
+
+    # -- L5, L6 ---------------------------------------------------------------
+
+    def attribution(self):
+        for kind, row in self.unattributed:
+            self.flag("L6", "%s row (xid %s, at %s) belongs to no operation" % (kind, row["xid"], row.get("at")))
+        resolved = collections.Counter()
+        self.fig["noop_commits_lost"] = 0
+        for op in self.ops:
+            rows = self.rows.get(id(op), [])
+            c = self.committed.get(id(op))
+            x = self.xact.get(op.get("xid"))
+            if op["outcome"] == "info":
+                resolved["committed" if c else "aborted" if c is False else "unknown"] += 1
+            if op["outcome"] == "fail" and c and op.get("xid") is not None:
+                self.flag("L6", "%s by %s failed (%s) but its transaction committed (xid %s)"
+                          % (op["op"], op.get("owner") or op["c"], op.get("err"), op["xid"]))
+            elif rows and c is False:
+                if op["outcome"] == "fail":
+                    self.flag("L6", "%s by %s failed (%s) but its changes committed (xid %s)"
+                              % (op["op"], op.get("owner") or op["c"], op.get("err"), op["xid"]))
+                else:
+                    self.flag("L6", "%s by %s (%s) resolved as not committed but its changes"
+                              " are there (xid %s)" % (op["op"], op.get("owner") or op["c"],
+                                                       op["outcome"], op["xid"]))
+            if op["outcome"] == "info" and c and "r" in op:
+                # resolved committed: its changes must be there
+                self.expect_rows(op, rows)
+            if op["outcome"] != "ok":
+                continue
+            if x is not None and not c and op.get("xid") is not None:
+                if changed(op):
+                    self.flag("L6", "%s by %s was acknowledged but did not commit (xid %s: %s)"
+                              % (op["op"], op.get("owner") or op["c"], op["xid"],
+                                 x.get("status")))
+                else:
+                    # A transaction that wrote nothing but its commit record
+                    # (an xid taken by pg_current_xact_id(), then a refusal
+                    # that locked nothing) commits without waiting for the
+                    # WAL flush: a crash right after it can lose the record,
+                    # and the id is handed out again.  Nothing was lost.
+                    self.fig["noop_commits_lost"] += 1
+            self.expect_rows(op, rows)
+        self.fig["info_resolved"] = dict(resolved)
+
+    def expect_rows(self, op, rows):
+        kind, r = op["op"], op.get("r")
+        locks = [row for k, row in rows if k == "audit" and row["tbl"] == "locks"]
+        jobs = [row for k, row in rows if k == "audit" and row["tbl"] == "jobs"]
+        sess = [row for k, row in rows if k == "audit" and row["tbl"] == "sessions"]
+        writes = [row for k, row in rows if k == "writes"]
+        effects = [row for k, row in rows if k == "effects"]
+        who = op.get("owner") or op["c"]
+
+        def missing(what):
+            self.flag("L6", "%s by %s answered %r but left no %s (xid %s)"
+                      % (kind, who, r, what, op.get("xid")))
+
+        def extra(what):
+            self.flag("L6", "%s by %s answered %r yet changed %s (xid %s)"
+                      % (kind, who, r, what, op.get("xid")))
+
+        if kind == "acquire":
+            if r is None and locks:
+                extra("the lock")
+            if r is not None and not any(a["new"] and a["new"]["owner"] == op.get("owner")
+                                         and a["new"]["token"] == r for a in locks):
+                missing("grant with that token")
+        elif kind in ("renew", "release"):
+            # (whose lock it changed is L3's business)
+            if not r and locks:
+                extra("the lock")
+            if r and not any(a["op"] == "U" for a in locks):
+                missing("lock change")
+        elif kind == "write":
+            if locks or jobs:
+                extra("distlock's tables")
+            if op.get("accepted") and not writes:
+                self.flag("L5", "write with token %s on %r by %s acknowledged but not in"
+                          " the resource (xid %s)" % (op.get("token"), op.get("name"),
+                                                      who, op.get("xid")))
+            if not op.get("accepted") and writes:
+                extra("the resource")
+        elif kind == "ack":
+            done = [a for a in jobs if a["new"]["status"] == "completed"
+                    and a["new"]["id"] == op.get("job")]
+            if r and (not done or not effects):
+                missing("completed job and effect")
+            if not r and (done or effects):
+                extra("the job")
+        elif kind == "claim":
+            got = sorted(a["new"]["id"] for a in jobs if a["new"]["status"] == "running"
+                         and a["old"]["status"] == "pending")
+            if sorted(r or []) != got:
+                self.flag("L6", "claim by %s returned jobs %s but claimed %s (xid %s)"
+                          % (who, r, got, op.get("xid")))
+        elif kind == "heartbeat":
+            upd = [a for a in sess if a["op"] == "U" and a["new"]["id"] == op.get("sid")]
+            if r and not upd:
+                missing("heartbeat")
+            if not r and upd:
+                extra("the session")
+        elif kind == "open":
+            if not any(a["op"] == "I" and a["new"]["id"] == r for a in sess):
+                missing("session")
+
+    # -- fault floors -----------------------------------------------------------
+
+    def faults(self):
+        fl = self.h["faults"]
+        n = collections.Counter(f["k"] for f in fl)
+        seen = collections.Counter()
+        for op in self.ops:
+            if op["outcome"] in ("fail", "info") and op.get("err"):
+                seen[op["err"]] += 1
+        self.fig["client_errors"] = dict(seen)
+        outlived = zombies = 0
+        pending = {}
+        for f in fl:
+            if f["k"] == "pause":
+                pending[f["pid"]] = f
+            elif f["k"] == "resume" and f["pid"] in pending:
+                p = pending.pop(f["pid"])
+                at = f.get("at_us")
+                if at is not None and p.get("until_us") is not None and at > p["until_us"]:
+                    outlived += 1
+                    if p.get("what") == "lease" and p.get("name") is not None:
+                        owner_pid = str(p["pid"])
+                        for g in self.grants.get(p["name"], []):
+                            new = g["new"]
+                            if p["start_us"] <= new["acquired"] <= at and \
+                                    not str(new["owner"]).endswith("@" + owner_pid):
+                                zombies += 1
+                                break
+        got = dict(term=n["term"], kill=n["kill"], pause=n["pause"],
+                   pause_outlived=outlived, zombie_takeovers=zombies,
+                   restart=n["restart"], crash=n["crash"],
+                   term_seen=seen["terminated"] + seen["57P01"],
+                   grants=self.fig.get("grants", 0),
+                   takeovers=self.fig.get("takeovers", 0),
+                   zombie_refused=self.fig.get("stale_writes_refused", 0)
+                   + self.fig.get("non_holder_refused", 0),
+                   zombie_acks=self.fig.get("zombie_acks_refused", 0),
+                   redeliveries=self.fig.get("redeliveries", 0))
+        self.fig["faults"] = {k: got[k] for k in ("term", "term_seen", "kill", "pause",
+                                                   "pause_outlived", "zombie_takeovers",
+                                                   "restart", "crash")}
+        return got
+
+    # -- restarts: tokens never reused ---------------------------------------
+
+    def restarts(self):
+        out = []
+        for r in self.h["meta"].get("restarts", []):
+            b, a = r.get("before_us"), r.get("after_us")
+            if b is None:
+                continue
+            before = [g["new"]["token"] for gs in self.grants.values() for g in gs
+                      if (g.get("commit") or 0) <= b]
+            after = [g["new"]["token"] for gs in self.grants.values() for g in gs
+                     if a is not None and (g.get("commit") or 0) >= a]
+            out.append((r["kind"], max(before) if before else None,
+                        min(after) if after else None))
+            if before and after and min(after) <= max(before):
+                self.flag("L2", "after the %s restart the first token %s is not above %s"
+                          % (r["kind"], min(after), max(before)))
+        self.fig["restart_tokens"] = out
+
+    def run(self):
+        self.index()
+        self.sessions()
+        self.locks()
+        self.has_queue = self.queue()
+        self.attribution()
+        self.restarts()
+        return self.v
+
+
+# ---------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------
+
+def report(path):
+    h = load(path)
+    meta = h["meta"]
+    ck = Check(h)
+    v = ck.run()
+    got = ck.faults()
+    f = ck.fig
+    name = meta.get("scenario", "history")
+    ops = collections.Counter()
+    outcomes = collections.Counter()
+    for op in h["ops"]:
+        ops[op["op"]] += 1
+        outcomes[op["outcome"]] += 1
+    print("# %s (%s, seed %s, %s): %s s" % (meta.get("title", name), meta.get("mode"),
+                                            meta.get("seed"),
+                                            "through PgBouncer" if meta.get("pool") else "direct",
+                                            meta.get("end_s")))
+    print("# operations %d: %s; ok %d, definite failures %d, unknown %d (resolved by"
+          " pg_xact_status: %s)"
+          % (sum(ops.values()), ", ".join("%s %d" % kv for kv in sorted(ops.items())),
+             outcomes["ok"], outcomes["fail"], outcomes["info"],
+             ", ".join("%s %d" % kv for kv in sorted(f["info_resolved"].items())) or "none"))
+    if f["noop_commits_lost"]:
+        print("# acknowledged refusals whose commit record a crash lost, their id handed out"
+              " again (they wrote nothing, so nothing was lost): %d" % f["noop_commits_lost"])
+    if f.get("grants"):
+        print("# leases: grants %d (takeovers of expired leases %d), re-entries %d, renews %d,"
+              " releases %d; fenced writes accepted %d, refused by fence %d; renews and"
+              " releases refused to non-holders %d"
+              % (f["grants"], f["takeovers"], f["reentries"], f["renews"], f["releases"],
+                 f["writes_accepted"], f["stale_writes_refused"], f["non_holder_refused"]))
+    if ck.has_queue:
+        print("# queue: jobs %d, completed %d, claims %d, re-deliveries %d, acks accepted %d,"
+              " zombie acks refused %d, other refused acks %d, effects %d,"
+              " acks committed after their session's expiry (decided before it) %d"
+              % (f["jobs"], f["completed"], f["claims"], f["redeliveries"],
+                 f["acks_accepted"], f["zombie_acks_refused"], f["acks_refused_other"],
+                 f["effects"], f["acks_committed_after_expiry"]))
+    print("# faults: %s" % ", ".join("%s %d" % kv for kv in f["faults"].items()))
+    print("# client errors: %s" % ", ".join("%s %d" % kv for kv in
+                                           sorted(f["client_errors"].items())))
+    rt = [r for r in f.get("restart_tokens", []) if r[1] is not None]
+    if rt:
+        print("# restarts (kind, last token before, first token after): %s"
+              % ", ".join("%s %s -> %s" % r for r in rt))
+    print("# violations: %s" % ", ".join("%s %d" % (i, len(v.get(i, []))) for i in INVARIANTS))
+
+    def line(ok, text):
+        print("%s - %s: %s" % ("ok" if ok else "not ok", name, text))
+
+    def verdict(inv, text, applies=True):
+        if not applies:
+            return
+        msgs = v.get(inv, [])
+        line(not msgs, "%s %s%s" % (inv, text, "" if not msgs else " -- %d violations" % len(msgs)))
+        for m in msgs[:EXAMPLES]:
+            print("#   %s" % m)
+
+    locks = bool(f.get("grants"))
+    verdict("L1", "no overlapping leases in server time (%d grants)" % f.get("grants", 0), locks)
+    verdict("L2", "tokens strictly increasing per name in commit order, never reused", locks)
+    verdict("L3", "no renew or release accepted from a non-holder", locks)
+    verdict("L4", "no stale fenced write accepted (%d accepted)" % f.get("writes_accepted", 0), locks)
+    verdict("L5", "every acknowledged fenced write is in the resource", locks)
+    verdict("L6", "every change belongs to a committed operation; no committed definite"
+            " failure; indeterminate commits resolved (%s)"
+            % ", ".join("%s %d" % kv for kv in sorted(f["info_resolved"].items())))
+    q = ck.has_queue
+    verdict("Q1", "every job completed exactly once, one effect each", q)
+    verdict("Q2", "no acknowledgement accepted from an expired or foreign session", q)
+    verdict("Q3", "no job lost (%d of %d completed)" % (f.get("completed", 0), f.get("jobs", 0)), q)
+
+    pers = meta.get("persistence", [])
+    if pers:
+        bad = [p for p in pers if p[2] != "p"]
+        line(not bad, "every distlock table, index and sequence is WAL-logged (%d relations%s)"
+             % (len(pers), "; not: %s" % bad if bad else ""))
+    live = meta.get("liveness")
+    if live:
+        line(not live["failed"] and live["worst_s"] <= live["bound_s"],
+             "liveness: after the faults every name was acquired within %.2f s (bound %.1f s)%s"
+             % (live["worst_s"], live["bound_s"],
+                "; never: %s" % live["failed"] if live["failed"] else ""))
+    if meta.get("jobs"):
+        drained = meta.get("drained") and not meta.get("timed_out")
+        line(drained, "liveness: the queue %s %.1f s after the faults stopped (bound %d s)"
+             % ("drained" if drained else "had not drained", meta.get("drain_s") or -1,
+                meta.get("drain_bound_s", 30)))
+    floors = meta.get("floors", {})
+    if floors:
+        short = ["%s %d < %d" % (k, got.get(k, 0), m) for k, m in floors.items()
+                 if got.get(k, 0) < m]
+        line(not short, "faults happened: %s%s"
+             % (", ".join("%s %d >= %d" % (k, got.get(k, 0), m) for k, m in floors.items()
+                          if got.get(k, 0) >= m),
+                "; too few: " + ", ".join(short) if short else ""))
+    if meta.get("timed_out"):
+        line(False, "the run hit its time limit")
+
+
+def selftest(d):
+    ok = True
+    files = sorted(glob.glob(os.path.join(d, "*.json")))
+    for fn in files:
+        h = load(fn)
+        want = set(h["meta"].get("expect", []))
+        ck = Check(h)
+        got = {k for k, msgs in ck.run().items() if msgs}
+        name = os.path.splitext(os.path.basename(fn))[0]
+        desc = h["meta"].get("planted", "")
+        good = got == want
+        ok = ok and good
+        if want:
+            print("%s - checker self-test: %s flagged as %s%s" % (
+                "ok" if good else "not ok", desc or name, "/".join(sorted(want)),
+                "" if good else " (flagged: %s)" % (sorted(got) or "nothing")))
+        else:
+            print("%s - checker self-test: %s passes%s" % (
+                "ok" if good else "not ok", desc or name,
+                "" if good else " (flagged: %s)" % sorted(got)))
+        if not good or os.environ.get("VERBOSE"):
+            for k, msgs in ck.v.items():
+                for m in msgs[:EXAMPLES]:
+                    print("#   %s: %s" % (k, m))
+    if not files:
+        print("not ok - checker self-test: no histories in %s" % d)
+        ok = False
+    return ok
+
+
+def advisory(fn):
+    with open(fn) as f:
+        m = json.load(f)
+    d, dl = m["demo"], m["demo_lease"]
+    print("# advisory lock through PgBouncer (transaction mode): A locked on backend %d;"
+          " B, in a transaction on backend %d, was granted the same lock: %s;"
+          " A's pg_advisory_unlock ran on backend %d and returned %s;"
+          " afterwards the lock was held by backend(s) %s"
+          % (d["a_pid"], d["b_pid"], d["b_lock"], d["unlock_pid"], d["unlock"],
+             d["still_held_by"]))
+    print("# the same with a lease: A got token %s on backend %d, B got %s while A held it,"
+          " A's release ran on backend %d and returned %s, B then got token %s"
+          % (dl["a_token"], dl["a_pid"], dl["b_while_held"], dl["release_pid"],
+             dl["a_release"], dl["b_after"]))
+    for kind in ("advisory", "lease"):
+        t = m[kind]
+        print("# %s, 8 clients for 4 s through the pool: %d critical sections, %d overlapping"
+              " another client's, %d unlocks/releases refused, %d errors, %d left held"
+              % (kind, t["sections"], t["overlaps"], t["unlock_false"], t["errors"],
+                 t["left_held"]))
+    broke = (d["a_lock"] and d["b_lock"] and d["unlock"] is False
+             and d["unlock_pid"] != d["a_pid"] and d["a_pid"] in d["still_held_by"])
+    print("%s - pool: a session advisory lock does not survive transaction pooling (another"
+          " client was granted it, its owner's unlock landed on another backend)"
+          % ("ok" if broke else "not ok"))
+    lease_ok = (dl["a_token"] is not None and dl["b_while_held"] is None and dl["a_release"]
+                and dl["b_after"] is not None and m["lease"]["overlaps"] == 0
+                and m["lease"]["unlock_false"] == 0 and m["lease"]["sections"] > 0)
+    print("%s - pool: distlock leases hold through the same pool (%d critical sections,"
+          " 0 overlapping, 0 releases refused)"
+          % ("ok" if lease_ok else "not ok", m["lease"]["sections"]))
+    return broke and lease_ok
+
+
+def main():
+    args = sys.argv[1:]
+    # The verdicts are the "ok" / "not ok" lines; the exit status only says
+    # whether the checker itself ran to the end.
+    if args[:1] == ["--selftest"]:
+        selftest(args[1])
+    elif args[:1] == ["--advisory"]:
+        advisory(args[1])
+    else:
+        report(args[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

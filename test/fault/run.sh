@@ -1,0 +1,163 @@
+#!/bin/bash
+# test/fault/run.sh -- the fault-injection suite: mutual exclusion and
+# exactly-once acknowledgement under kills, pauses and crashes.
+#
+#	test/fault/run.sh [SCENARIO...]		gate mode (make test)
+#	SOAK=1 test/fault/run.sh			soak mode: same harness, bigger numbers
+#	SEED=N test/fault/run.sh			rerun with the seed a run printed
+#
+# First the history checker's self-test (planted violations must each be
+# flagged, a clean history must pass), then each scenario on a throwaway
+# cluster of its own (track_commit_timestamp on): D1 locks, D2 queue, D4
+# crash cycles, and the pool hop through PgBouncer in transaction pooling
+# mode (with the advisory-lock comparison).  workload.py runs the clients and
+# injects the faults, checker.py judges the recorded history.  Prints
+# "ok - ..." / "not ok - ..." lines; every process started here is stopped
+# by PID on exit.
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/test/cluster.sh"
+
+py=/usr/bin/python3		# Debian's interpreter: it has python3-psycopg
+fault="$top/test/fault"
+SOAK=${SOAK:-0}
+SEED=${SEED:-$(( (RANDOM << 15 | RANDOM) % 1000000 ))}
+scenarios=("$@")
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(d1 d2 d4 pool)
+mode=gate
+soak_flag=()
+if [ "$SOAK" != 0 ]; then
+	mode=soak
+	soak_flag=(--soak)
+fi
+
+work=$(mktemp -d "${WORK:-/tmp}/fault.XXXXXX")
+chmod 755 "$work"
+PGB_PID=
+
+# Stop what a scenario started: its clients (by the PIDs workload.py
+# recorded), PgBouncer, the cluster.
+stop_all()
+{
+	local d=$1 pid
+	if [ -f "$d/pids" ]; then
+		while read -r pid; do
+			if [ -r "/proc/$pid/cmdline" ] &&
+				tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q workload.py; then
+				kill -CONT "$pid" 2>/dev/null
+				kill -KILL "$pid" 2>/dev/null
+			fi
+		done <"$d/pids"
+	fi
+	if [ -n "$PGB_PID" ]; then
+		kill -TERM "$PGB_PID" 2>/dev/null
+		for _ in $(seq 1 50); do
+			kill -0 "$PGB_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		PGB_PID=
+	fi
+	if [ -n "${CLUSTER_DIR:-}" ]; then
+		cluster_pid_refresh
+		cluster_stop
+	fi
+}
+current=
+trap 'stop_all "$current"' EXIT
+
+# pgbouncer_start DIR: PgBouncer in transaction pooling mode on a free
+# loopback port in front of the cluster; sets PGB_PORT and PGB_PID.
+pgbouncer_start()
+{
+	local d=$1
+	mkdir -p "$d"
+	PGB_PORT=$(free_port)
+	cat >"$d/pgbouncer.ini" <<EOF
+[databases]
+fault = host=127.0.0.1 port=$PGPORT dbname=fault user=postgres
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $PGB_PORT
+unix_socket_dir =
+auth_type = trust
+auth_file = $d/userlist.txt
+pool_mode = transaction
+default_pool_size = 8
+max_client_conn = 200
+server_reset_query =
+server_login_retry = 1
+ignore_startup_parameters = extra_float_digits
+logfile = $d/pgbouncer.log
+pidfile = $d/pgbouncer.pid
+EOF
+	echo '"postgres" ""' >"$d/userlist.txt"
+	[ "$(id -u)" -eq 0 ] && chown -R postgres: "$d"
+	as_owner pgbouncer -d -q "$d/pgbouncer.ini" || return 1
+	for _ in $(seq 1 50); do
+		[ -s "$d/pgbouncer.pid" ] && break
+		sleep 0.1
+	done
+	PGB_PID=$(cat "$d/pgbouncer.pid" 2>/dev/null)
+	[ -n "$PGB_PID" ]
+}
+
+rerun="SEED=$SEED"
+[ "$mode" = soak ] && rerun="$rerun SOAK=1"
+echo "# fault injection, $mode mode, seed $SEED (rerun: $rerun test/fault/run.sh)"
+echo "# logs and histories: $work"
+
+# The checker's self-test comes first: its verdicts on real runs are only
+# worth something if it flags every planted violation.
+$py "$fault/checker.py" --selftest "$fault/histories" ||
+	echo "not ok - checker self-test exited with status $?"
+
+for s in "${scenarios[@]}"; do
+	# a scenario's seed depends on its name, not on which ones run
+	case $s in d1) i=1 ;; d2) i=2 ;; d4) i=3 ;; pool) i=4 ;; *) i=0 ;; esac
+	d="$work/$s"
+	mkdir -p "$d"
+	chmod 755 "$d"
+	current=$d
+	seed=$((SEED * 10 + i))
+	echo "== $s (seed $seed)"
+	if ! cluster_start "$d/cluster" "track_commit_timestamp = on" \
+		"restart_after_crash = on" "max_connections = 200" \
+		"log_min_messages = warning"; then
+		echo "not ok - $s: cluster did not start"
+		continue
+	fi
+	pool=()
+	if [ "$s" = pool ]; then
+		if ! pgbouncer_start "$d/pgbouncer"; then
+			echo "not ok - $s: pgbouncer did not start"
+			stop_all "$d"
+			continue
+		fi
+		pool=(--pool-port "$PGB_PORT")
+	fi
+	t0=$SECONDS
+	if $py "$fault/workload.py" run --scenario "$s" --dir "$d/history" \
+		--port "$PGPORT" --cluster-dir "$d/cluster" --seed "$seed" \
+		"${pool[@]}" "${soak_flag[@]}" >"$d/workload.log" 2>&1; then
+		$py "$fault/checker.py" "$d/history" ||
+			echo "not ok - $s: checker exited with status $?"
+	else
+		tail -30 "$d/workload.log"
+		echo "not ok - $s: workload failed (seed $seed)"
+	fi
+	if [ "$s" = pool ]; then
+		if $py "$fault/workload.py" advisory --port "$PGPORT" \
+			--pool-port "$PGB_PORT" --seed "$seed" >"$d/advisory.json" 2>"$d/advisory.log"; then
+			$py "$fault/checker.py" --advisory "$d/advisory.json"
+		else
+			tail -20 "$d/advisory.log"
+			echo "not ok - advisory locks through pgbouncer: measurement failed"
+		fi
+	fi
+	echo "# $s took $((SECONDS - t0)) s"
+	stop_all "$d"
+	rm -rf "$d/cluster/data"	# the histories and logs stay
+	current=
+done
