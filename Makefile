@@ -6,6 +6,7 @@ OBJS = \
 	src/access.o \
 	src/advisory.o \
 	src/check.o \
+	src/direct.o \
 	src/distlock.o \
 	src/exec.o \
 	src/lease.o \

@@ -74,6 +74,7 @@
 
 #include "executor/spi.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 /*
  * Names (of locks and throttles), owners, queues and dedup keys are 1 to
@@ -124,6 +125,16 @@ extern uint64 dl_exec(DistlockStmt *stmt, Datum *values, const char *nulls,
 extern Datum dl_getattr(int row, int col, bool *isnull);
 extern int64 dl_getint64(int row, int col);
 
+/* direct.c */
+extern bool dl_claim_direct(DistlockCall *call, Datum queue, Datum session_id,
+							int32 max_jobs, TimestampTz now,
+							Tuplestorestate *store, uint64 *claimed);
+extern bool dl_complete_direct(Datum job_id, Datum session_id, Datum result,
+							   bool result_isnull, TimestampTz now, bool *done,
+							   text **queue);
+extern bool dl_session_read(Datum session_id, TimestampTz *expires,
+							Oid *creator, bool *others_expired);
+
 /* check.c */
 extern text *dl_arg_name(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *dl_arg_optional_name(FunctionCallInfo fcinfo, int argno,
@@ -144,7 +155,6 @@ extern void dl_check_access(DistlockCall *call, Oid creator, const char *kind,
 
 /* session.c */
 extern bool dl_session_use(DistlockCall *call, Datum session_id);
-extern void dl_session_hold(Datum session_id);
 extern bool dl_session_is_live(Datum session_id, bool share);
 extern bool dl_session_acting(DistlockCall *call, Datum session_id);
 extern void dl_check_session_access(DistlockCall *call, Oid creator,

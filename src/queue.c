@@ -4,19 +4,21 @@
  *		The job queue: enqueue, claim, complete, fail, cancel.
  *
  * A job is a row of distlock.jobs.  claim() moves due pending jobs to
- * running for a live session in one statement that selects them with FOR
- * UPDATE SKIP LOCKED, so concurrent claimers never wait for each other and
- * never receive the same job.  Before claiming, it reaps sessions that have
+ * running for a live session, skipping the jobs other transactions hold
+ * (SKIP LOCKED), so concurrent claimers never wait for each other and never
+ * receive the same job.  Before claiming, it reaps sessions that have
  * expired, so their running jobs are claimable at once whether or not
- * reap() has run.
+ * reap() has run.  At READ COMMITTED claims and acknowledgements work on
+ * the table directly (direct.c); otherwise they are the statements below.
  *
- * Exactly-once acknowledgement: complete() and fail() first lock the
- * caller's session row FOR KEY SHARE and check, on the clock read after that
- * lock, that the session is live; then they change the job only if it is
- * still running and claimed by that session.  Reaping and closing lock the
- * session FOR UPDATE, so they wait for an acknowledgement in flight and then
- * find the job no longer running; an acknowledgement that comes after the
- * session was reaped finds the session gone.  Either way exactly one of them
+ * Exactly-once acknowledgement: complete() and fail() first take the
+ * session's use lock and check, on the clock read after it, that the
+ * session is live (session.c); then they change the job only if it is
+ * still running and claimed by that session.  Reaping and closing take the
+ * use lock exclusively, so an acknowledgement in flight is never reaped
+ * under, and a close waits for it and then finds the job no longer
+ * running; an acknowledgement that comes after the session was reaped
+ * finds the session gone.  Either way exactly one of them
  * takes effect, and the worker's own writes in the acknowledging transaction
  * commit only with an accepted acknowledgement.
  *
@@ -123,42 +125,9 @@ static DistlockStmt claim_one_stmt = {
  * while few jobs were running, may scan that whole index (or the session's
  * part of it) for every acknowledgement, stepping over every entry left
  * there since the last vacuum (a batch of 100 ran four times slower).
- *
- * complete_stmt is complete() in one statement, for READ COMMITTED, run
- * once the caller holds the session's use lock (session.c): it reads the
- * session row, judges it live on the clock, and updates the job, which it
- * locks.  It returns the session's creator, for the caller's role check.
- * No row: refused, or an error to find, or a session that only seemed
- * expired (distlock_complete()).
+ * They run once the call has found the session live (with its use lock
+ * held).
  */
-static DistlockStmt complete_stmt = {
-	"UPDATE distlock.jobs j SET status = 'completed',"
-	" finished_at = clock_timestamp(), result = $3"
-	" FROM distlock.sessions s"
-	" WHERE s.id = $2 AND s.expires_at > clock_timestamp()"
-	"  AND j.id = $1 AND j.status IS NOT DISTINCT FROM 'running'"
-	"  AND j.session_id IS NOT DISTINCT FROM $2"
-	" RETURNING s.created_by",
-	3, {INT8OID, UUIDOID, JSONBOID}
-};
-
-/*
- * complete_stmt for the jobs of an array, in one statement (jobs_pkey finds
- * them, in id order); returns the ids acknowledged and the session's
- * creator.
- */
-static DistlockStmt complete_batch_stmt = {
-	"UPDATE distlock.jobs j SET status = 'completed',"
-	" finished_at = clock_timestamp(), result = $3"
-	" FROM distlock.sessions s"
-	" WHERE s.id = $2 AND s.expires_at > clock_timestamp()"
-	"  AND j.id = ANY ($1) AND j.status IS NOT DISTINCT FROM 'running'"
-	"  AND j.session_id IS NOT DISTINCT FROM $2"
-	" RETURNING j.id, s.created_by",
-	3, {INT8ARRAYOID, UUIDOID, JSONBOID}
-};
-
-/* complete_batch_stmt for a session already found live by the call. */
 static DistlockStmt complete_batch_held_stmt = {
 	"UPDATE distlock.jobs SET status = 'completed', finished_at = $3,"
 	" result = $4"
@@ -176,10 +145,7 @@ static DistlockStmt missing_job_stmt = {
 	1, {INT8ARRAYOID}
 };
 
-/*
- * An acknowledgement for a session already found live by the call (with
- * its use lock held); returns the job's queue.
- */
+/* One job, acknowledged at $3; returns its queue. */
 static DistlockStmt complete_held_stmt = {
 	"UPDATE distlock.jobs SET status = 'completed', finished_at = $3,"
 	" result = $4"
@@ -321,32 +287,31 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 /*
  * Claim up to max_jobs due jobs of queue for session_id, which the call
  * uses and has found live at now, after reaping expired sessions if reap
- * (dl_session_use() found some); the jobs are left in SPI_tuptable, in
- * claim order.  Returns how many.
+ * (dl_session_use() found some), and hand them to the caller of the
+ * set-returning function, in claim order.  At READ COMMITTED the claim
+ * works on the table directly (claim.c); otherwise it is one statement.
  */
-static uint64
-queue_claim(DistlockCall *call, Datum queue, Datum session_id,
-			int32 max_jobs, TimestampTz now, bool reap)
+static void
+queue_claim(DistlockCall *call, FunctionCallInfo fcinfo, Datum queue,
+			Datum session_id, int32 max_jobs, TimestampTz now, bool reap)
 {
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Datum		values[5];
+	uint64		n;
 
 	if (reap)
 		dl_reap_expired(now, DISTLOCK_REAP_BATCH);
+	if (dl_claim_direct(call, queue, session_id, max_jobs, now,
+						rsinfo->setResult, &n))
+		return;
+
 	values[0] = queue;
 	values[1] = session_id;
 	values[2] = TimestampTzGetDatum(now);
 	values[3] = Int32GetDatum(max_jobs);
 	values[4] = ObjectIdGetDatum(call->caller);
-	return dl_exec(max_jobs == 1 ? &claim_one_stmt : &claim_stmt,
-				   values, NULL, 0);
-}
-
-/* Hand the n jobs in SPI_tuptable to a set-returning function's caller. */
-static void
-queue_return_jobs(FunctionCallInfo fcinfo, uint64 n)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-
+	n = dl_exec(max_jobs == 1 ? &claim_one_stmt : &claim_stmt,
+				values, NULL, 0);
 	if (SPI_tuptable->tupdesc->natts != rsinfo->setDesc->natts)
 		elog(ERROR, "claim returned %d columns, expected %d",
 			 SPI_tuptable->tupdesc->natts, rsinfo->setDesc->natts);
@@ -371,7 +336,6 @@ distlock_claim(PG_FUNCTION_ARGS)
 	Datum		session_id;
 	int32		max_jobs;
 	bool		reap;
-	uint64		n;
 
 	dl_arg_not_null(fcinfo, 1, "session_id");
 	session_id = PG_GETARG_DATUM(1);
@@ -382,12 +346,44 @@ distlock_claim(PG_FUNCTION_ARGS)
 
 	dl_enter(&call, "distlock.claim()", true);
 	reap = dl_session_use(&call, session_id);
-	n = queue_claim(&call, PointerGetDatum(queue), session_id, max_jobs,
-					GetCurrentTimestamp(), reap);
-	queue_return_jobs(fcinfo, n);
+	queue_claim(&call, fcinfo, PointerGetDatum(queue), session_id, max_jobs,
+				GetCurrentTimestamp(), reap);
 	dl_leave(&call);
 
 	return (Datum) 0;
+}
+
+/*
+ * Complete the job of argument 0 with the result of argument 2 if it is
+ * running for the session of argument 1, which the call uses and has found
+ * live; set *queue, if given, to its queue.  Returns whether it was.
+ */
+static bool
+queue_complete_job(FunctionCallInfo fcinfo, text **queue)
+{
+	Datum		values[4];
+	char		nulls[4] = "    ";
+	TimestampTz now = GetCurrentTimestamp();
+	bool		done;
+
+	values[0] = PG_GETARG_DATUM(0);
+	values[1] = PG_GETARG_DATUM(1);
+	values[2] = TimestampTzGetDatum(now);
+	values[3] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+	nulls[3] = PG_ARGISNULL(2) ? 'n' : ' ';
+	if (dl_complete_direct(values[0], values[1], values[3], PG_ARGISNULL(2),
+						   now, &done, queue))
+		return done;
+
+	done = dl_exec(&complete_held_stmt, values, nulls, 0) == 1;
+	if (done && queue)
+	{
+		bool		isnull;
+
+		/* the queue name lives in SPI memory that a claim would reuse */
+		*queue = DatumGetTextPCopy(dl_getattr(0, 1, &isnull));
+	}
+	return done;
 }
 
 /*
@@ -399,57 +395,27 @@ distlock_claim(PG_FUNCTION_ARGS)
  * false, changing nothing.  An unknown job_id raises 42704, a session of
  * another role 42501.
  *
- * At READ COMMITTED one statement does it all (complete_stmt), with the
- * session's use lock held.  Should it change nothing, the session is looked
- * at again the way every call of a session does (dl_session_acting(): a
- * session that seemed expired is checked under a row lock, and another
- * role's raises 42501), and if it is live the acknowledgement is tried
- * once more, so that a heartbeat committed just before cannot make a live
- * session's acknowledgement fail.  At REPEATABLE READ and SERIALIZABLE
- * only the second way is taken.
+ * The session is checked as every call of a session checks it
+ * (dl_session_acting(): a session that seemed expired is checked again
+ * under a row lock, so that a heartbeat committed just before cannot make
+ * a live session's acknowledgement fail; another role's raises 42501), and
+ * the job is then completed if it is running for the session
+ * (queue_complete_job()).
  */
 Datum
 distlock_complete(PG_FUNCTION_ARGS)
 {
 	DistlockCall call;
-	Datum		values[4];
-	char		nulls[4] = "    ";
 	bool		done = false;
 
 	dl_arg_not_null(fcinfo, 0, "job_id");
 	dl_arg_not_null(fcinfo, 1, "session_id");
-	values[0] = PG_GETARG_DATUM(0);
-	values[1] = PG_GETARG_DATUM(1);
 
 	dl_enter(&call, "distlock.complete()", true);
-	if (!IsolationUsesXactSnapshot())
-	{
-		Datum		fast_values[3] = {values[0], values[1]};
-		char		fast_nulls[3] = "   ";
-
-		fast_values[2] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
-		fast_nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
-		dl_session_hold(values[1]);
-		done = dl_exec(&complete_stmt, fast_values, fast_nulls, 0) == 1;
-		if (done)
-		{
-			bool		isnull;
-
-			/* another role's session: the error undoes the update */
-			dl_check_session_access(&call,
-									DatumGetObjectId(dl_getattr(0, 1, &isnull)),
-									values[1]);
-		}
-	}
-	if (!done && dl_session_acting(&call, values[1]))
-	{
-		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
-		values[3] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
-		nulls[3] = PG_ARGISNULL(2) ? 'n' : ' ';
-		done = dl_exec(&complete_held_stmt, values, nulls, 0) == 1;
-	}
+	if (dl_session_acting(&call, PG_GETARG_DATUM(1)))
+		done = queue_complete_job(fcinfo, NULL);
 	if (!done)
-		(void) queue_job_creator(values[0]);
+		(void) queue_job_creator(PG_GETARG_DATUM(0));
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(done);
@@ -476,7 +442,6 @@ distlock_complete_batch(PG_FUNCTION_ARGS)
 	char		nulls[4] = "    ";
 	int			nids;
 	uint64		n = 0;
-	bool		done = false;
 
 	dl_arg_not_null(fcinfo, 0, "job_ids");
 	dl_arg_not_null(fcinfo, 1, "session_id");
@@ -498,28 +463,7 @@ distlock_complete_batch(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	dl_enter(&call, "distlock.complete_batch()", true);
-	if (nids > 0 && !IsolationUsesXactSnapshot())
-	{
-		Datum		fast_values[3] = {values[0], values[1]};
-		char		fast_nulls[3] = "   ";
-
-		fast_values[2] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
-		fast_nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
-		dl_session_hold(values[1]);
-		n = dl_exec(&complete_batch_stmt, fast_values, fast_nulls, 0);
-		if (n > 0)
-		{
-			bool		isnull;
-
-			/* another role's session: the error undoes the update */
-			dl_check_session_access(&call,
-									DatumGetObjectId(dl_getattr(0, 2, &isnull)),
-									values[1]);
-			done = true;
-		}
-	}
-	/* nothing acknowledged: look at the session as complete() does */
-	if (!done && dl_session_acting(&call, values[1]) && nids > 0)
+	if (dl_session_acting(&call, values[1]) && nids > 0)
 	{
 		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 		values[3] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
@@ -560,47 +504,33 @@ Datum
 distlock_complete_and_claim(PG_FUNCTION_ARGS)
 {
 	DistlockCall call;
-	Datum		values[4];
-	char		nulls[4] = "    ";
 	int32		max_jobs;
-	TimestampTz now;
 	text	   *queue;
-	bool		isnull;
 	bool		reap;
-	uint64		n;
 
 	dl_arg_not_null(fcinfo, 0, "job_id");
 	dl_arg_not_null(fcinfo, 1, "session_id");
-	values[0] = PG_GETARG_DATUM(0);
-	values[1] = PG_GETARG_DATUM(1);
-	values[3] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
-	nulls[3] = PG_ARGISNULL(2) ? 'n' : ' ';
 	max_jobs = dl_arg_int_range(fcinfo, 3, "max_jobs", 1,
 								DISTLOCK_MAX_CLAIM_JOBS);
 
 	InitMaterializedSRF(fcinfo, 0);
 
 	dl_enter(&call, "distlock.complete_and_claim()", true);
-	reap = dl_session_use(&call, values[1]);
-	now = GetCurrentTimestamp();
-	values[2] = TimestampTzGetDatum(now);
-	if (dl_exec(&complete_held_stmt, values, nulls, 0) != 1)
+	reap = dl_session_use(&call, PG_GETARG_DATUM(1));
+	if (!queue_complete_job(fcinfo, &queue))
 	{
-		(void) queue_job_creator(values[0]);
+		(void) queue_job_creator(PG_GETARG_DATUM(0));
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("job " INT64_FORMAT " is not running for session %s",
-						DatumGetInt64(values[0]),
+						PG_GETARG_INT64(0),
 						DatumGetCString(DirectFunctionCall1(uuid_out,
-															values[1]))),
+															PG_GETARG_DATUM(1)))),
 				 errdetail("It was completed, failed or cancelled, or handed back to the queue after its session expired or closed."),
 				 errhint("Roll back what was done for the job: its acknowledgement was refused.")));
 	}
-	/* the queue name lives in SPI memory that the claim will reuse */
-	queue = DatumGetTextPCopy(dl_getattr(0, 1, &isnull));
-	n = queue_claim(&call, PointerGetDatum(queue), values[1], max_jobs, now,
-					reap);
-	queue_return_jobs(fcinfo, n);
+	queue_claim(&call, fcinfo, PointerGetDatum(queue), PG_GETARG_DATUM(1),
+				max_jobs, GetCurrentTimestamp(), reap);
 	dl_leave(&call);
 
 	return (Datum) 0;

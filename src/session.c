@@ -76,21 +76,6 @@ static DistlockStmt insert_stmt = {
 #define SESSION_COL_CREATOR		2
 #define SESSION_COL_TTL			3
 
-/* The committed row, read under the use lock without a row lock. */
-static DistlockStmt read_stmt = {
-	"SELECT expires_at, created_by FROM distlock.sessions WHERE id = $1",
-	1, {UUIDOID}
-};
-
-/* The same, and whether any session has expired (for claim's reaping). */
-#define SESSION_COL_OTHERS_EXPIRED	3
-static DistlockStmt read_reap_stmt = {
-	"SELECT expires_at, created_by, EXISTS (SELECT 1 FROM distlock.sessions x"
-	"  WHERE x.expires_at <= clock_timestamp())"
-	" FROM distlock.sessions WHERE id = $1",
-	1, {UUIDOID}
-};
-
 static DistlockStmt lock_key_share_stmt = {
 	"SELECT expires_at, created_by FROM distlock.sessions WHERE id = $1"
 	" FOR KEY SHARE",
@@ -275,34 +260,22 @@ session_acting_state(DistlockCall *call, Datum session_id,
 					 bool *others_expired)
 {
 	SessionState state;
+	TimestampTz expires;
+	Oid			creator;
 
 	session_use_lock(session_id, ShareLock, false);
 	if (others_expired)
 		*others_expired = true;
 	if (IsolationUsesXactSnapshot())
 		return session_lock_state(&lock_key_share_stmt, session_id, call);
-	state = session_lock_state(others_expired ? &read_reap_stmt : &read_stmt,
-							   session_id, call);
-	if (others_expired && state != SESSION_MISSING)
-	{
-		bool		isnull;
-
-		*others_expired =
-			DatumGetBool(dl_getattr(0, SESSION_COL_OTHERS_EXPIRED, &isnull));
-	}
+	if (!dl_session_read(session_id, &expires, &creator, others_expired))
+		return SESSION_MISSING;
+	dl_check_session_access(call, creator, session_id);
+	/* the clock is read only now that the row is read under the use lock */
+	state = expires > GetCurrentTimestamp() ? SESSION_LIVE : SESSION_EXPIRED;
 	if (state == SESSION_EXPIRED)
 		state = session_lock_state(&lock_key_share_stmt, session_id, call);
 	return state;
-}
-
-/*
- * Take session_id's use lock in ShareLock for the rest of the transaction,
- * as a call the session makes does before it looks at the session row.
- */
-void
-dl_session_hold(Datum session_id)
-{
-	session_use_lock(session_id, ShareLock, false);
 }
 
 /*

@@ -33,6 +33,10 @@ scripts=(
 	test/scripts/throttle_bound.sh
 	test/fault/run.sh
 )
+# SCRIPTS="..." runs only those script tests ("" none), for a quicker loop.
+if [ -n "${SCRIPTS+x}" ]; then
+	read -ra scripts <<<"$SCRIPTS"
+fi
 
 pgxs=$(pg_config --pkglibdir)/pgxs
 work=$(mktemp -d /tmp/distlock-test.XXXXXX)
