@@ -24,6 +24,7 @@ REGRESS = \
 	lease_session \
 	queue \
 	queue_retry \
+	queue_paths \
 	bad_input \
 	clock \
 	roles \

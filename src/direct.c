@@ -36,8 +36,14 @@
  *
  * Only at READ COMMITTED: at REPEATABLE READ and SERIALIZABLE a job changed
  * since the transaction's snapshot must fail with 40001, as the SQL paths
- * (queue.c) do through the executor.  A table somebody has given a trigger
- * also takes the SQL paths, so that the trigger fires.
+ * (queue.c) do through the executor.  A table somebody has given a
+ * trigger, a rule or forced row security also takes the SQL paths, so
+ * that they apply.
+ *
+ * A heap update that does not wait is what heap_update() does with wait
+ * false in a release build: it returns TM_BeingModified without touching
+ * the page.  A build with assertions asserts that nobody asks for that, so
+ * there claims take the SQL path.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -78,6 +84,7 @@ typedef struct JobsTable
 	TupleTableSlot *old;		/* a version read */
 	TupleTableSlot *new;		/* the version written */
 	/* attribute numbers */
+	AttrNumber	queue;
 	AttrNumber	status;
 	AttrNumber	run_at;
 	AttrNumber	attempts;
@@ -122,25 +129,35 @@ jobs_enum_value(Oid typid, const char *label)
 
 /*
  * Open distlock.jobs to update the columns listed (a null-terminated list
- * of names) with its indexes kept as an UPDATE statement would keep them.
- * Returns false, opening nothing, where the direct paths do not apply.
+ * of names) with its indexes kept as an UPDATE statement would keep them,
+ * by updates that do not wait if wait_free.  Returns false, opening
+ * nothing, where the direct paths do not apply.
  */
 static bool
-jobs_open(JobsTable *jt, const char *const *updated)
+jobs_open(JobsTable *jt, const char *const *updated, bool wait_free)
 {
 	Oid			nsp = get_namespace_oid("distlock", false);
 	RangeTblEntry *rte;
 	Oid			status_type;
 
+#ifdef USE_ASSERT_CHECKING
+	if (wait_free)
+		return false;
+#endif
 	if (IsolationUsesXactSnapshot())
 		return false;
+	/* what this transaction did so far is visible to our snapshots */
+	CommandCounterIncrement();
 	jt->rel = table_open(get_relname_relid("jobs", nsp), RowExclusiveLock);
-	if (jt->rel->trigdesc != NULL)
+	if (jt->rel->trigdesc != NULL || jt->rel->rd_rules != NULL ||
+		jt->rel->rd_rel->relforcerowsecurity)
 	{
 		table_close(jt->rel, NoLock);
 		return false;
 	}
+	CheckCmdReplicaIdentity(jt->rel, CMD_UPDATE);
 
+	jt->queue = table_column(jt->rel, "queue");
 	jt->status = table_column(jt->rel, "status");
 	jt->run_at = table_column(jt->rel, "run_at");
 	jt->attempts = table_column(jt->rel, "attempts");
@@ -178,9 +195,6 @@ jobs_open(JobsTable *jt, const char *const *updated)
 	jt->old = table_slot_create(jt->rel, NULL);
 	jt->new = MakeSingleTupleTableSlot(RelationGetDescr(jt->rel),
 									   &TTSOpsVirtual);
-
-	/* what this transaction did so far is visible to our snapshots */
-	CommandCounterIncrement();
 	jt->cid = GetCurrentCommandId(true);
 	return true;
 }
@@ -218,8 +232,9 @@ jobs_set(JobsTable *jt, AttrNumber att, Datum value, bool isnull)
 
 /*
  * Replace the version in jt->old by jt->new, waiting for whoever holds it
- * if wait, and add its index entries.  The update forms the new tuple
- * before it touches the page, so jt->new may point into jt->old.
+ * if wait, and add its index entries.  jt->new may point into jt->old: the
+ * update copies its values into a tuple of its own before it touches the
+ * page.
  */
 static TM_Result
 jobs_update(JobsTable *jt, Snapshot snapshot, bool wait)
@@ -235,8 +250,10 @@ jobs_update(JobsTable *jt, Snapshot snapshot, bool wait)
 								&lockmode, &update_indexes);
 	if (result == TM_Ok && update_indexes)
 	{
-		list_free(ExecInsertIndexTuples(jt->result_rel, jt->new, jt->estate,
-										true, false, NULL, NIL));
+		/* a deferred unique or exclusion check would be left to us */
+		if (ExecInsertIndexTuples(jt->result_rel, jt->new, jt->estate,
+								  true, false, NULL, NIL) != NIL)
+			elog(ERROR, "distlock.jobs has an index with a deferred check");
 		ResetPerTupleExprContext(jt->estate);
 	}
 	return result;
@@ -297,7 +314,7 @@ dl_claim_direct(DistlockCall *call, Datum queue, Datum session_id,
 	IndexScanDesc scan;
 	uint64		n = 0;
 
-	if (!jobs_open(&jt, updated))
+	if (!jobs_open(&jt, updated, true))
 		return false;
 	idx = jobs_index("jobs_claim_idx");
 	scan = jobs_scan(&jt, idx, F_TEXTEQ, queue);
@@ -323,7 +340,6 @@ dl_claim_direct(DistlockCall *call, Datum queue, Datum session_id,
 		if (jobs_update(&jt, scan->xs_snapshot, false) != TM_Ok)
 			continue;			/* held or changed by somebody else: skip */
 
-		/* copied now: its values point into a page the scan may prune */
 		tuplestore_puttupleslot(store, jt.new);
 		n++;
 	}
@@ -353,7 +369,7 @@ dl_complete_direct(Datum job_id, Datum session_id, Datum result,
 	Relation	idx;
 	TM_Result	tm = TM_Updated;
 
-	if (!jobs_open(&jt, updated))
+	if (!jobs_open(&jt, updated, false))
 		return false;
 	idx = jobs_index("jobs_pkey");
 	*done = false;
@@ -377,10 +393,10 @@ dl_complete_direct(Datum job_id, Datum session_id, Datum result,
 				jobs_set(&jt, jt.status, ObjectIdGetDatum(jt.completed), false);
 				jobs_set(&jt, jt.finished_at, TimestampTzGetDatum(now), false);
 				jobs_set(&jt, jt.result, result, result_isnull);
-				if (queue)
-					*queue = DatumGetTextPCopy(v[table_column(jt.rel, "queue") - 1]);
 				tm = jobs_update(&jt, scan->xs_snapshot, true);
 				*done = tm == TM_Ok;
+				if (*done && queue)
+					*queue = DatumGetTextPCopy(v[jt.queue - 1]);
 			}
 		}
 		jobs_scan_end(scan);

@@ -289,7 +289,7 @@ distlock_enqueue(PG_FUNCTION_ARGS)
  * uses and has found live at now, after reaping expired sessions if reap
  * (dl_session_use() found some), and hand them to the caller of the
  * set-returning function, in claim order.  At READ COMMITTED the claim
- * works on the table directly (claim.c); otherwise it is one statement.
+ * works on the table directly (direct.c); otherwise it is one statement.
  */
 static void
 queue_claim(DistlockCall *call, FunctionCallInfo fcinfo, Datum queue,

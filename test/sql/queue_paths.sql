@@ -1,0 +1,74 @@
+--
+-- queue_paths: claim() and complete() take the same decisions on the
+-- direct path (READ COMMITTED, src/direct.c) and on the SQL path (here
+-- forced by a trigger on distlock.jobs, which must fire), and both keep
+-- the indexes right
+--
+
+CREATE EXTENSION amcheck;
+SELECT distlock.session_open('1 minute', 'paths') AS w \gset
+CREATE TABLE job_changes (id bigint, old_status text, new_status text);
+CREATE FUNCTION record_job_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	-- distlock runs its statements with search_path pg_catalog
+	INSERT INTO public.job_changes VALUES (NEW.id, OLD.status, NEW.status);
+	RETURN NEW;
+END $$;
+
+-- the same round on both paths: claim in order, skip what is not due,
+-- complete once, refuse a second time; a stays running
+CREATE FUNCTION job_round(q text, w uuid) RETURNS TABLE (step text, outcome text)
+LANGUAGE plpgsql AS $$
+DECLARE
+	a bigint := distlock.enqueue(q, '{"n": 1}');
+	b bigint := distlock.enqueue(q, '{"n": 2}', priority => 1);
+	c bigint := distlock.enqueue(q, '{}', run_at => clock_timestamp() + interval '1 hour');
+BEGIN
+	RETURN QUERY SELECT 'claim 2', string_agg(format('%s:%s:%s', CASE j.id WHEN a THEN 'a' WHEN b THEN 'b' ELSE 'c' END,
+												 j.status, j.attempts), ' ')
+	  FROM distlock.claim(q, w, 2) j;
+	RETURN QUERY SELECT 'complete b', distlock.complete(b, w, '{"ok": true}')::text;
+	RETURN QUERY SELECT 'complete b again', distlock.complete(b, w)::text;
+	RETURN QUERY SELECT 'claim none due', count(*)::text FROM distlock.claim(q, w);
+	RETURN QUERY SELECT 'b', format('%s %s', status, result) FROM distlock.jobs WHERE id = b;
+	-- the index entries: a is running for w, nothing pending is due
+	RETURN QUERY SELECT 'running for w', count(*)::text FROM distlock.jobs
+	  WHERE session_id = w AND status = 'running' AND queue = q;
+	RETURN QUERY SELECT 'pending', count(*)::text FROM distlock.jobs
+	  WHERE queue = q AND status = 'pending';
+	PERFORM distlock.cancel(c);
+END $$;
+
+-- direct path
+SELECT * FROM job_round('direct', :'w');
+SELECT count(*) AS trigger_rows FROM job_changes;
+
+-- SQL path: a trigger on distlock.jobs sees every claim and completion
+CREATE TRIGGER job_changes AFTER UPDATE ON distlock.jobs
+	FOR EACH ROW EXECUTE FUNCTION record_job_change();
+SELECT * FROM job_round('sql', :'w');
+SELECT old_status, new_status, count(*) FROM job_changes
+ GROUP BY 1, 2 ORDER BY 1, 2;
+DROP TRIGGER job_changes ON distlock.jobs;
+
+-- the indexes agree with the table after both paths
+SET enable_seqscan = off;
+SELECT count(*) AS running_by_index FROM distlock.jobs
+ WHERE session_id = :'w' AND status = 'running';
+RESET enable_seqscan;
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+SELECT count(*) AS running_by_scan FROM distlock.jobs
+ WHERE session_id = :'w' AND status = 'running';
+RESET enable_indexscan;
+RESET enable_bitmapscan;
+SELECT i AS index_checked
+  FROM unnest(ARRAY['distlock.jobs_pkey', 'distlock.jobs_claim_idx',
+					'distlock.jobs_running_session_idx']) i
+ WHERE bt_index_check(i::regclass, true)::text = '';
+
+SELECT distlock.session_close(:'w');
+DROP FUNCTION job_round(text, uuid);
+DROP TABLE job_changes;
+DROP FUNCTION record_job_change();
+DROP EXTENSION amcheck;
