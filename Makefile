@@ -24,7 +24,6 @@ REGRESS = \
 	lease_session \
 	queue \
 	queue_retry \
-	queue_paths \
 	bad_input \
 	clock \
 	roles \
@@ -33,7 +32,8 @@ REGRESS = \
 	min_hold \
 	advisory \
 	patterns \
-	hostile_path
+	hostile_path \
+	queue_paths
 
 # Isolation specs (test/specs, expected/).
 ISOLATION = \
