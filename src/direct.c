@@ -136,7 +136,6 @@ jobs_enum_value(Oid typid, const char *label)
 static bool
 jobs_open(JobsTable *jt, const char *const *updated, bool wait_free)
 {
-	Oid			nsp = get_namespace_oid("distlock", false);
 	RangeTblEntry *rte;
 	Oid			status_type;
 
@@ -148,7 +147,9 @@ jobs_open(JobsTable *jt, const char *const *updated, bool wait_free)
 		return false;
 	/* what this transaction did so far is visible to our snapshots */
 	CommandCounterIncrement();
-	jt->rel = table_open(get_relname_relid("jobs", nsp), RowExclusiveLock);
+	jt->rel = table_open(get_relname_relid("jobs",
+											get_namespace_oid("distlock", false)),
+						 RowExclusiveLock);
 	if (jt->rel->trigdesc != NULL || jt->rel->rd_rules != NULL ||
 		jt->rel->rd_rel->relforcerowsecurity)
 	{
@@ -259,6 +260,34 @@ jobs_update(JobsTable *jt, Snapshot snapshot, bool wait)
 	return result;
 }
 
+/* Index name of schema distlock, opened in lockmode. */
+static Relation
+direct_index(const char *name, LOCKMODE lockmode)
+{
+	return index_open(get_relname_relid(name,
+										get_namespace_oid("distlock", false)),
+					  lockmode);
+}
+
+/*
+ * Begin a scan of index (of table heap) under snapshot for the entries
+ * whose first column compares to value by strategy (proc: its operator's
+ * function).
+ */
+static IndexScanDesc
+direct_scan(Relation heap, Relation index, Snapshot snapshot,
+			StrategyNumber strategy, RegProcedure proc, Datum value)
+{
+	ScanKeyData key;
+	IndexScanDesc scan;
+
+	ScanKeyEntryInitialize(&key, 0, 1, strategy, InvalidOid,
+						   index->rd_indcollation[0], proc, value);
+	scan = index_beginscan(heap, index, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	return scan;
+}
+
 /*
  * Begin a scan of index (of distlock.jobs) for column 1 = value, under a
  * new snapshot that sees what the transaction has done so far.
@@ -266,15 +295,8 @@ jobs_update(JobsTable *jt, Snapshot snapshot, bool wait)
 static IndexScanDesc
 jobs_scan(JobsTable *jt, Relation index, RegProcedure eq, Datum value)
 {
-	ScanKeyData key;
-	IndexScanDesc scan;
-
-	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   index->rd_indcollation[0], eq, value);
-	scan = index_beginscan(jt->rel, index,
-						   RegisterSnapshot(GetLatestSnapshot()), 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
-	return scan;
+	return direct_scan(jt->rel, index, RegisterSnapshot(GetLatestSnapshot()),
+					   BTEqualStrategyNumber, eq, value);
 }
 
 static void
@@ -284,14 +306,6 @@ jobs_scan_end(IndexScanDesc scan)
 
 	index_endscan(scan);
 	UnregisterSnapshot(snapshot);
-}
-
-static Relation
-jobs_index(const char *name)
-{
-	return index_open(get_relname_relid(name,
-										get_namespace_oid("distlock", false)),
-					  RowExclusiveLock);
 }
 
 /*
@@ -316,7 +330,7 @@ dl_claim_direct(DistlockCall *call, Datum queue, Datum session_id,
 
 	if (!jobs_open(&jt, updated, true))
 		return false;
-	idx = jobs_index("jobs_claim_idx");
+	idx = direct_index("jobs_claim_idx", RowExclusiveLock);
 	scan = jobs_scan(&jt, idx, F_TEXTEQ, queue);
 
 	while (n < (uint64) max_jobs &&
@@ -371,7 +385,7 @@ dl_complete_direct(Datum job_id, Datum session_id, Datum result,
 
 	if (!jobs_open(&jt, updated, false))
 		return false;
-	idx = jobs_index("jobs_pkey");
+	idx = direct_index("jobs_pkey", RowExclusiveLock);
 	*done = false;
 
 	/* changed by somebody else since our snapshot: look again */
@@ -418,24 +432,22 @@ bool
 dl_session_read(Datum session_id, TimestampTz *expires, Oid *creator,
 				bool *others_expired)
 {
-	Oid			nsp = get_namespace_oid("distlock", false);
 	Relation	rel;
 	Relation	idx;
 	Snapshot	snapshot;
-	ScanKeyData key;
 	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	bool		found;
 
-	rel = table_open(get_relname_relid("sessions", nsp), AccessShareLock);
+	rel = table_open(get_relname_relid("sessions",
+									   get_namespace_oid("distlock", false)),
+					 AccessShareLock);
 	slot = table_slot_create(rel, NULL);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 
-	idx = index_open(get_relname_relid("sessions_pkey", nsp), AccessShareLock);
-	ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid,
-						   InvalidOid, F_UUID_EQ, session_id);
-	scan = index_beginscan(rel, idx, snapshot, 1, 0);
-	index_rescan(scan, &key, 1, NULL, 0);
+	idx = direct_index("sessions_pkey", AccessShareLock);
+	scan = direct_scan(rel, idx, snapshot, BTEqualStrategyNumber, F_UUID_EQ,
+					   session_id);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	if (found)
 	{
@@ -454,13 +466,10 @@ dl_session_read(Datum session_id, TimestampTz *expires, Oid *creator,
 	/* the first entry of sessions_expires_at_idx, if it is due */
 	if (found && others_expired)
 	{
-		idx = index_open(get_relname_relid("sessions_expires_at_idx", nsp),
-						 AccessShareLock);
-		ScanKeyEntryInitialize(&key, 0, 1, BTLessEqualStrategyNumber,
-							   InvalidOid, InvalidOid, F_TIMESTAMPTZ_LE,
-							   TimestampTzGetDatum(GetCurrentTimestamp()));
-		scan = index_beginscan(rel, idx, snapshot, 1, 0);
-		index_rescan(scan, &key, 1, NULL, 0);
+		idx = direct_index("sessions_expires_at_idx", AccessShareLock);
+		scan = direct_scan(rel, idx, snapshot, BTLessEqualStrategyNumber,
+						   F_TIMESTAMPTZ_LE,
+						   TimestampTzGetDatum(GetCurrentTimestamp()));
 		*others_expired = index_getnext_slot(scan, ForwardScanDirection, slot);
 		index_endscan(scan);
 		index_close(idx, NoLock);

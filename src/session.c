@@ -159,6 +159,20 @@ typedef enum SessionState
 } SessionState;
 
 /*
+ * The state of a session whose row, read or locked just now, says expires
+ * and creator.  With a call, the caller must be allowed to act on the
+ * session (42501 otherwise).  The clock is read only now, after the row.
+ */
+static SessionState
+session_judge(DistlockCall *call, Datum session_id, TimestampTz expires,
+			  Oid creator)
+{
+	if (call)
+		dl_check_session_access(call, creator, session_id);
+	return expires > GetCurrentTimestamp() ? SESSION_LIVE : SESSION_EXPIRED;
+}
+
+/*
  * Lock session_id's row with stmt and tell what state it is in now.  With a
  * call, the caller must be allowed to act on the session (42501 otherwise):
  * the session acts for itself.  Without, somebody is only judging whether
@@ -169,18 +183,14 @@ session_lock_state(DistlockStmt *stmt, Datum session_id, DistlockCall *call)
 {
 	Datum		values[1] = {session_id};
 	bool		isnull;
-	TimestampTz expires;
 
 	if (dl_exec(stmt, values, NULL, 1) == 0)
 		return SESSION_MISSING;
-	if (call)
-		dl_check_session_access(call,
-								DatumGetObjectId(dl_getattr(0, SESSION_COL_CREATOR,
-															&isnull)),
-								session_id);
-	expires = DatumGetTimestampTz(dl_getattr(0, SESSION_COL_EXPIRES, &isnull));
-	/* the clock is read only now that the row is locked */
-	return expires > GetCurrentTimestamp() ? SESSION_LIVE : SESSION_EXPIRED;
+	return session_judge(call, session_id,
+						 DatumGetTimestampTz(dl_getattr(0, SESSION_COL_EXPIRES,
+														&isnull)),
+						 DatumGetObjectId(dl_getattr(0, SESSION_COL_CREATOR,
+													 &isnull)));
 }
 
 /*
@@ -270,9 +280,7 @@ session_acting_state(DistlockCall *call, Datum session_id,
 		return session_lock_state(&lock_key_share_stmt, session_id, call);
 	if (!dl_session_read(session_id, &expires, &creator, others_expired))
 		return SESSION_MISSING;
-	dl_check_session_access(call, creator, session_id);
-	/* the clock is read only now that the row is read under the use lock */
-	state = expires > GetCurrentTimestamp() ? SESSION_LIVE : SESSION_EXPIRED;
+	state = session_judge(call, session_id, expires, creator);
 	if (state == SESSION_EXPIRED)
 		state = session_lock_state(&lock_key_share_stmt, session_id, call);
 	return state;

@@ -289,7 +289,10 @@ def fenced_write(name, token, owner):
     return post
 
 
-def run_locker(a):
+def client_start(a):
+    """What every client process sets up first: a stop flag raised by
+    SIGTERM, its random stream, its owner label, its history file and its
+    connection.  Returns (stop, rng, owner, hist, deadline, cl, parent)."""
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     rng = random.Random(a.seed)
@@ -297,8 +300,12 @@ def run_locker(a):
     hist = History(os.path.join(a.dir, "ops-%s.%d.jsonl" % (a.cid, a.inc)))
     deadline = now_mono() + a.max_time
     cl = Client(a.cid, a.inc, a.dsn, hist, deadline, a.pool)
+    return stop, rng, owner, hist, deadline, cl, os.getppid()
+
+
+def run_locker(a):
+    stop, rng, owner, hist, deadline, cl, parent = client_start(a)
     names = json.loads(a.names)
-    parent = os.getppid()
 
     def alive():
         return (not stop.is_set() and now_mono() < deadline
@@ -371,14 +378,7 @@ def run_locker(a):
 # ---------------------------------------------------------------------------
 
 def run_worker(a):
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    rng = random.Random(a.seed)
-    owner = "%s.%d@%d" % (a.cid, a.inc, os.getpid())
-    hist = History(os.path.join(a.dir, "ops-%s.%d.jsonl" % (a.cid, a.inc)))
-    deadline = now_mono() + a.max_time
-    cl = Client(a.cid, a.inc, a.dsn, hist, deadline, a.pool)
-    parent = os.getppid()
+    stop, rng, owner, hist, deadline, cl, parent = client_start(a)
 
     def alive():
         return (not stop.is_set() and now_mono() < deadline
