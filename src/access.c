@@ -78,16 +78,34 @@ dl_may_act_for(DistlockCall *call, Oid creator)
 }
 
 /*
- * Raise 42501 unless the caller may act on what creator created; kind and
- * name say what it is ("lock", "\"nightly\"").
+ * Raise 42501 unless the caller may act on what creator created: the
+ * object of kind named name (a lock or session name, a job id).
  */
 void
-dl_check_access(DistlockCall *call, Oid creator, const char *kind,
+dl_check_access(DistlockCall *call, Oid creator, DistlockObject kind,
 				const char *name)
 {
-	if (!dl_may_act_for(call, creator))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for %s %s", kind, name),
-				 errdetail("It belongs to a role whose privileges the current role does not have.")));
+	if (dl_may_act_for(call, creator))
+		return;
+	switch (kind)
+	{
+		case DL_OBJECT_LOCK:
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for lock \"%s\"", name),
+					 errdetail("It belongs to a role whose privileges the current role does not have.")));
+			break;
+		case DL_OBJECT_SESSION:
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for session \"%s\"", name),
+					 errdetail("It belongs to a role whose privileges the current role does not have.")));
+			break;
+		case DL_OBJECT_JOB:
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for job %s", name),
+					 errdetail("It belongs to a role whose privileges the current role does not have.")));
+			break;
+	}
 }

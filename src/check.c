@@ -119,11 +119,14 @@ dl_arg_interval(FunctionCallInfo fcinfo, int argno, const char *what,
 	span = PG_GETARG_INTERVAL_P(argno);
 	usecs = check_interval_usecs(span);
 
-	if (usecs < 0 || (usecs == 0 && !allow_zero))
+	if (usecs < 0 && allow_zero)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be %s", what,
-						allow_zero ? "zero or positive" : "positive")));
+				 errmsg("%s must be zero or positive", what)));
+	if (usecs <= 0 && !allow_zero)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive", what)));
 	if (usecs > (double) DISTLOCK_MAX_INTERVAL_USECS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

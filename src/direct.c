@@ -5,25 +5,27 @@
  *
  * Through SPI, a claim is an UPDATE whose subquery walks jobs_claim_idx
  * FOR UPDATE SKIP LOCKED, and an acknowledgement an UPDATE joined to the
- * session: each call starts an executor for a plan of several nodes, and
- * each job claimed is first locked (a WAL record) and then updated
- * (another).  Here the same index scans and heap updates are made
- * directly, which takes a third of the time, and a claim writes one WAL
- * record per job.
+ * session: each call starts an executor for a plan of several nodes.  Here
+ * the same index scans, row locks and heap updates are made directly,
+ * through the table AM, in the order the executor makes them.
  *
- * claim: the walk of jobs_claim_idx is an index scan, and each due
- * pending job it meets is claimed by a heap update that does not wait.
- * The update succeeds only if the version the scan read is still the
- * latest one and no other transaction has updated or locked it, which is
- * the rule of SKIP LOCKED.  No job is claimed twice: two claimers that read
- * the same pending version both try to update it; the first sets its xmax
- * under the buffer lock, and the second finds it being modified (or, once
- * the first has committed, updated) and moves on.  If the first rolls back,
- * the version is pending again for whoever comes next.  A job somebody
- * else changed after our snapshot is skipped rather than re-read (FOR
- * UPDATE would follow it to its latest version and test that): claim()
+ * claim: the walk of jobs_claim_idx is an index scan.  Each due pending job
+ * it meets is locked FOR UPDATE with LockWaitSkip, as nodeLockRows.c does
+ * for SKIP LOCKED, and then updated: the lock is refused (and the job
+ * skipped) if another transaction holds or is changing the job, and also
+ * if somebody changed it since the scan's snapshot (the version read is no
+ * longer the latest: the lock is asked for that version only, and FOR
+ * UPDATE would follow it to the latest one and test that again; claim()
  * may skip any job another transaction holds or has just changed, and the
- * next call sees it.
+ * next call sees it).  Once the lock is ours nobody else can change the
+ * version, so the update that follows succeeds without waiting.  No job is
+ * claimed twice: of two claimers that read the same pending version, the
+ * second finds it locked (or, once the first has committed, updated) and
+ * moves on; if the first rolls back, the version is pending again for
+ * whoever comes next.  Our own earlier versions of jobs claimed in the same
+ * call are seen as changed by this command and skipped (the Halloween
+ * guard); a lock this transaction already holds (a reap's FOR UPDATE) is
+ * granted again.
  *
  * A session acting for itself reads its row by sessions_pkey, and claim()
  * looks at the first entry of sessions_expires_at_idx to see whether some
@@ -37,13 +39,11 @@
  * Only at READ COMMITTED: at REPEATABLE READ and SERIALIZABLE a job changed
  * since the transaction's snapshot must fail with 40001, as the SQL paths
  * (queue.c) do through the executor.  A table somebody has given a
- * trigger, a rule or forced row security also takes the SQL paths, so
- * that they apply.
- *
- * A heap update that does not wait is what heap_update() does with wait
- * false in a release build: it returns TM_BeingModified without touching
- * the page.  A build with assertions asserts that nobody asks for that, so
- * there claims take the SQL path.
+ * trigger, a rule, forced row security, a CHECK constraint, a stored
+ * generated column, an inheritance child, an invalid or deferred index, or
+ * a server with an ExecutorCheckPerms_hook also takes the SQL paths, so
+ * that they apply (jobs_plain()); and so does every call when the setting
+ * distlock.direct_path is off.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -61,6 +61,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_enum.h"
+#include "catalog/pg_index.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -82,6 +83,7 @@ typedef struct JobsTable
 	ResultRelInfo *result_rel;
 	CommandId	cid;
 	TupleTableSlot *old;		/* a version read */
+	TupleTableSlot *locked;		/* the same version, once locked */
 	TupleTableSlot *new;		/* the version written */
 	/* attribute numbers */
 	AttrNumber	queue;
@@ -128,30 +130,45 @@ jobs_enum_value(Oid typid, const char *label)
 }
 
 /*
- * Open distlock.jobs to update the columns listed (a null-terminated list
- * of names) with its indexes kept as an UPDATE statement would keep them,
- * by updates that do not wait if wait_free.  Returns false, opening
- * nothing, where the direct paths do not apply.
+ * Whether an UPDATE of rel would do nothing but what the direct paths do:
+ * no trigger, rule or forced row security, no CHECK constraint or stored
+ * generated column (ExecUpdate would check or compute them), no
+ * inheritance children, and no ExecutorCheckPerms_hook that would want to
+ * see the statement (sepgsql).  Only the table's owner can add any of
+ * these; the SQL paths then apply them.
  */
 static bool
-jobs_open(JobsTable *jt, const char *const *updated, bool wait_free)
+jobs_plain(Relation rel)
+{
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+
+	return rel->trigdesc == NULL && rel->rd_rules == NULL &&
+		!rel->rd_rel->relforcerowsecurity &&
+		!rel->rd_rel->relhassubclass &&
+		(constr == NULL ||
+		 (constr->num_check == 0 && !constr->has_generated_stored)) &&
+		ExecutorCheckPerms_hook == NULL;
+}
+
+/*
+ * Open distlock.jobs to update the columns listed (a null-terminated list
+ * of names) with its indexes kept as an UPDATE statement would keep them.
+ * Returns false, opening nothing, where the direct paths do not apply.
+ */
+static bool
+jobs_open(JobsTable *jt, const char *const *updated)
 {
 	RangeTblEntry *rte;
 	Oid			status_type;
 
-#ifdef USE_ASSERT_CHECKING
-	if (wait_free)
-		return false;
-#endif
-	if (IsolationUsesXactSnapshot())
+	if (!dl_direct_path || IsolationUsesXactSnapshot())
 		return false;
 	/* what this transaction did so far is visible to our snapshots */
 	CommandCounterIncrement();
 	jt->rel = table_open(get_relname_relid("jobs",
 											get_namespace_oid("distlock", false)),
 						 RowExclusiveLock);
-	if (jt->rel->trigdesc != NULL || jt->rel->rd_rules != NULL ||
-		jt->rel->rd_rel->relforcerowsecurity)
+	if (!jobs_plain(jt->rel))
 	{
 		table_close(jt->rel, NoLock);
 		return false;
@@ -192,8 +209,26 @@ jobs_open(JobsTable *jt, const char *const *updated, bool wait_free)
 	jt->result_rel = makeNode(ResultRelInfo);
 	InitResultRelInfo(jt->result_rel, jt->rel, 1, NULL, 0);
 	ExecOpenIndices(jt->result_rel, false);
+	for (int i = 0; i < jt->result_rel->ri_NumIndices; i++)
+	{
+		Form_pg_index index = jt->result_rel->ri_IndexRelationDescs[i]->rd_index;
+
+		/*
+		 * An index left invalid (a failed CREATE INDEX CONCURRENTLY) would
+		 * give our index scans wrong answers, and a deferred unique check
+		 * would be ours to make: let the executor deal with either.
+		 */
+		if (!index->indisvalid || !index->indimmediate)
+		{
+			ExecCloseIndices(jt->result_rel);
+			FreeExecutorState(jt->estate);
+			table_close(jt->rel, NoLock);
+			return false;
+		}
+	}
 
 	jt->old = table_slot_create(jt->rel, NULL);
+	jt->locked = table_slot_create(jt->rel, NULL);
 	jt->new = MakeSingleTupleTableSlot(RelationGetDescr(jt->rel),
 									   &TTSOpsVirtual);
 	jt->cid = GetCurrentCommandId(true);
@@ -204,6 +239,7 @@ static void
 jobs_close(JobsTable *jt)
 {
 	ExecDropSingleTupleTableSlot(jt->old);
+	ExecDropSingleTupleTableSlot(jt->locked);
 	ExecDropSingleTupleTableSlot(jt->new);
 	ExecCloseIndices(jt->result_rel);
 	FreeExecutorState(jt->estate);
@@ -232,6 +268,21 @@ jobs_set(JobsTable *jt, AttrNumber att, Datum value, bool isnull)
 }
 
 /*
+ * Lock the version in jt->old FOR UPDATE, unless another transaction holds
+ * or is changing it or it is no longer the latest version, in which case
+ * return false at once (SKIP LOCKED's rule; see the header comment).
+ */
+static bool
+jobs_lock_or_skip(JobsTable *jt, Snapshot snapshot)
+{
+	TM_FailureData tmfd;
+
+	return table_tuple_lock(jt->rel, &jt->old->tts_tid, snapshot, jt->locked,
+							jt->cid, LockTupleExclusive, LockWaitSkip, 0,
+							&tmfd) == TM_Ok;
+}
+
+/*
  * Replace the version in jt->old by jt->new, waiting for whoever holds it
  * if wait, and add its index entries.  jt->new may point into jt->old: the
  * update copies its values into a tuple of its own before it touches the
@@ -254,7 +305,7 @@ jobs_update(JobsTable *jt, Snapshot snapshot, bool wait)
 		/* a deferred unique or exclusion check would be left to us */
 		if (ExecInsertIndexTuples(jt->result_rel, jt->new, jt->estate,
 								  true, false, NULL, NIL) != NIL)
-			elog(ERROR, "distlock.jobs has an index with a deferred check");
+			elog(ERROR, "unexpected deferred index check on distlock.jobs");
 		ResetPerTupleExprContext(jt->estate);
 	}
 	return result;
@@ -328,7 +379,7 @@ dl_claim_direct(DistlockCall *call, Datum queue, Datum session_id,
 	IndexScanDesc scan;
 	uint64		n = 0;
 
-	if (!jobs_open(&jt, updated, true))
+	if (!jobs_open(&jt, updated))
 		return false;
 	idx = direct_index("jobs_claim_idx", RowExclusiveLock);
 	scan = jobs_scan(&jt, idx, F_TEXTEQ, queue);
@@ -345,14 +396,17 @@ dl_claim_direct(DistlockCall *call, Datum queue, Datum session_id,
 			DatumGetTimestampTz(v[jt.run_at - 1]) > now ||
 			!dl_may_act_for(call, DatumGetObjectId(v[jt.created_by - 1])))
 			continue;
+		if (!jobs_lock_or_skip(&jt, scan->xs_snapshot))
+			continue;			/* held or changed by somebody else: skip */
 
 		jobs_set(&jt, jt.status, ObjectIdGetDatum(jt.running), false);
 		jobs_set(&jt, jt.session_id, session_id, false);
 		jobs_set(&jt, jt.claimed_at, TimestampTzGetDatum(now), false);
 		jobs_set(&jt, jt.attempts,
 				 Int32GetDatum(DatumGetInt32(v[jt.attempts - 1]) + 1), false);
-		if (jobs_update(&jt, scan->xs_snapshot, false) != TM_Ok)
-			continue;			/* held or changed by somebody else: skip */
+		/* the version is locked by us: the update cannot find it changed */
+		if (jobs_update(&jt, scan->xs_snapshot, true) != TM_Ok)
+			elog(ERROR, "could not update locked job");
 
 		tuplestore_puttupleslot(store, jt.new);
 		n++;
@@ -383,7 +437,7 @@ dl_complete_direct(Datum job_id, Datum session_id, Datum result,
 	Relation	idx;
 	TM_Result	tm = TM_Updated;
 
-	if (!jobs_open(&jt, updated, false))
+	if (!jobs_open(&jt, updated))
 		return false;
 	idx = direct_index("jobs_pkey", RowExclusiveLock);
 	*done = false;
@@ -422,7 +476,8 @@ dl_complete_direct(Datum job_id, Datum session_id, Datum result,
 }
 
 /*
- * Read session_id's row as committed now: its expires_at and created_by.
+ * Read session_id's row as committed now, and as this transaction has
+ * changed it so far: its expires_at (if expires is given) and created_by.
  * Returns false if there is none.  If others_expired is given, it is set
  * to whether any session had expired when the row was read (for claim's
  * reaping).  A plain read, without a row lock: see session.c for when that
@@ -439,6 +494,8 @@ dl_session_read(Datum session_id, TimestampTz *expires, Oid *creator,
 	TupleTableSlot *slot;
 	bool		found;
 
+	/* what earlier commands of this statement did is visible (a close) */
+	CommandCounterIncrement();
 	rel = table_open(get_relname_relid("sessions",
 									   get_namespace_oid("distlock", false)),
 					 AccessShareLock);
@@ -453,9 +510,10 @@ dl_session_read(Datum session_id, TimestampTz *expires, Oid *creator,
 	{
 		bool		isnull;
 
-		*expires = DatumGetTimestampTz(slot_getattr(slot,
-													table_column(rel, "expires_at"),
-													&isnull));
+		if (expires)
+			*expires = DatumGetTimestampTz(slot_getattr(slot,
+														table_column(rel, "expires_at"),
+														&isnull));
 		*creator = DatumGetObjectId(slot_getattr(slot,
 												 table_column(rel, "created_by"),
 												 &isnull));

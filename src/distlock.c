@@ -21,17 +21,33 @@
 #include "fmgr.h"
 #include "utils/guc.h"
 
+#include "distlock.h"
+
 PG_MODULE_MAGIC;
 
 PGDLLEXPORT void _PG_init(void);
 
+/* distlock.direct_path: see its description below */
+bool		dl_direct_path = true;
+
 /*
- * Module load callback.  distlock defines no settings yet; reserving the
- * prefix makes a misspelt "distlock.*" setting an error instead of a silent
+ * Module load callback: define the settings, and reserve the prefix so that
+ * a misspelt "distlock.*" setting is an error instead of a silent
  * placeholder.
  */
 void
 _PG_init(void)
 {
+	DefineCustomBoolVariable("distlock.direct_path",
+							 "Lets claims and acknowledgements at READ COMMITTED work on the tables directly.",
+							 "When off, they run as SQL statements, as at the stricter isolation levels. "
+							 "Both give the same results; the direct path is faster.",
+							 &dl_direct_path,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL,
+							 NULL,
+							 NULL);
 	MarkGUCPrefixReserved("distlock");
 }

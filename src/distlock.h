@@ -25,32 +25,49 @@
  * an acquire bound to it) must not be reaped or closed under the call, but
  * its heartbeat may go on.  It holds the session's use lock, a heavyweight
  * lock on the session's id (session.c), in ShareLock until its transaction
- * ends, and reads the session row under it without a row lock; at
- * REPEATABLE READ and SERIALIZABLE, and to check a session that seemed
- * expired, it also locks the row FOR KEY SHARE.  session_close takes the
- * use lock in ExclusiveLock, so it waits for such calls; reap takes it only
- * if it can at once, so it skips sessions in use.  Unlike a row lock, the
- * use lock writes no WAL and dirties no page, and a heartbeat of a session
- * with calls in flight creates no MultiXact.
+ * ends, and reads the session row under it without a row lock (at
+ * REPEATABLE READ and SERIALIZABLE it also locks the row FOR KEY SHARE,
+ * which does not conflict with a heartbeat).  session_close takes the use
+ * lock in ExclusiveLock, so it waits for such calls; reap takes it only if
+ * it can at once, so it skips sessions in use, and never reaps a session
+ * its own transaction acts for.  A heartbeat holds the session's beat lock
+ * in ExclusiveLock until its transaction ends; whoever judges a session
+ * that has expired on its committed row (a lock contender, fence, renew,
+ * release, a call of the session itself) takes the beat lock in ShareLock
+ * without waiting and lets it go at once, so a judgement never waits for a
+ * heartbeat and never blocks one (session.c says what a busy beat lock
+ * means to each).  Unlike a row lock, neither lock writes WAL or dirties a
+ * page, and a heartbeat of a session with calls in flight creates no
+ * MultiXact.
  *
  * Row lock modes on a session row:
  *	FOR KEY SHARE		the session itself acting, at REPEATABLE READ or
- *						SERIALIZABLE, or checking that it has expired;
- *						renew and release judging their own lease's session.
- *	FOR SHARE			somebody judging whether another session is live
- *						(a lock contender, fence): conflicts with heartbeat.
- *	FOR NO KEY UPDATE	heartbeat.
+ *						SERIALIZABLE.
+ *	FOR NO KEY UPDATE	heartbeat, of a session it found live.
  *	FOR UPDATE			session_close, reap: the row is deleted.
  *
- * Lock order, which keeps every path deadlock-free: the caller's own
- * session (its use lock, then its row), then a lock or job row, then the
- * lock holder's session row.  session_close takes the use lock and then
- * the row.  reap() takes a session row and then its job rows, and never a
- * lock row: a dead session's locks are free by definition, so nothing
- * needs to touch them; it never waits for a use lock (it asks without
- * waiting), so it can close no cycle with a call that holds one.
- * throttle() locks one throttle row and nothing else; it may also refuse
- * without locking anything, on the argument given in throttle.c.
+ * What waits for what.  A call waits only for: the lock or job row it
+ * decides on (held by another call on the same lock or job, until that
+ * transaction ends); the use lock, in session_close (for the session's
+ * calls in flight) and in a call of a session being closed (for the
+ * close); the beat lock, in heartbeat (for a heartbeat of the same session,
+ * or a judgement that holds it for an instant); a session row, in
+ * heartbeat and session_close (for a close in flight); and the job rows of
+ * a session being closed.  Reaping and judging never wait.  No call waits
+ * while holding what a call it could be waiting for needs, so transactions
+ * that make one distlock call each never deadlock.  A transaction that
+ * makes several calls holds the locks of the earlier ones while a later
+ * one waits, and can deadlock with another such transaction like any two
+ * transactions that lock rows in different orders (heartbeat(S) and then
+ * renew of a lock another transaction holds while it closes S, say);
+ * PostgreSQL then cancels one of them with 40P01.  heartbeat(S) followed by
+ * renew, fence or try_acquire in one transaction no longer deadlocks with
+ * a contender judging S, since judging S never waits.
+ * reap() takes a session row and then its job rows, skipping any that are
+ * held, and never a lock row: a dead session's locks are free by
+ * definition.  throttle() locks one throttle row and nothing else; it may
+ * also refuse without locking anything, on the argument given in
+ * throttle.c.
  *
  * Shortcuts, each argued where it is made: try_acquire()'s refusal of a
  * lock held by another owner, decided without any lock, and throttle()'s
@@ -115,7 +132,11 @@ typedef struct DistlockCall
 	Oid			caller;			/* the role calling the API */
 	Oid			save_userid;
 	int			save_sec_context;
+	int			save_nestlevel; /* of the search_path setting */
 } DistlockCall;
+
+/* distlock.c */
+extern bool dl_direct_path;
 
 /* exec.c */
 extern void dl_enter(DistlockCall *call, const char *fname, bool writes);
@@ -149,16 +170,23 @@ extern int64 dl_interval_usecs(const Interval *span);
 extern TimestampTz dl_add_interval(TimestampTz ts, Interval *span);
 
 /* access.c */
+typedef enum DistlockObject
+{
+	DL_OBJECT_LOCK,
+	DL_OBJECT_SESSION,
+	DL_OBJECT_JOB
+} DistlockObject;
+
 extern bool dl_may_act_for(DistlockCall *call, Oid creator);
-extern void dl_check_access(DistlockCall *call, Oid creator, const char *kind,
-							const char *name);
+extern void dl_check_access(DistlockCall *call, Oid creator,
+							DistlockObject kind, const char *name);
 
 /* session.c */
-extern bool dl_session_use(DistlockCall *call, Datum session_id);
-extern bool dl_session_is_live(Datum session_id, bool share);
+extern bool dl_session_use(DistlockCall *call, Datum session_id,
+						   TimestampTz *expires);
+extern void dl_session_expired_error(Datum session_id) pg_attribute_noreturn();
+extern bool dl_session_is_live(Datum session_id, bool busy_is_live);
 extern bool dl_session_acting(DistlockCall *call, Datum session_id);
-extern void dl_check_session_access(DistlockCall *call, Oid creator,
-									Datum session_id);
 extern int	dl_reap_expired(TimestampTz now, int limit);
 
 #endif							/* DISTLOCK_H */

@@ -9,20 +9,22 @@
  *	- the current user is the owner of schema distlock, so callers need no
  *	  privileges on the tables (they get none by default) and act on them
  *	  only through the functions, which check what the caller may do;
- *	- the search path is pg_catalog alone (an override search path, as
- *	  CREATE SCHEMA pushes one), so the statements below, which qualify
- *	  distlock's objects and leave built-in functions and operators
- *	  unqualified, resolve only to the catalog whatever the caller's
- *	  search_path holds (not even pg_temp is searched), and cached plans
- *	  are never invalidated by a caller's search_path;
+ *	- search_path is "pg_catalog, pg_temp", set at a new GUC nest level as
+ *	  fmgr does for a function with SET search_path (and as core's own
+ *	  CREATE SCHEMA and amcheck do since CVE-2023-2454), so the statements
+ *	  below, which qualify distlock's objects and leave built-in functions
+ *	  and operators unqualified, resolve to the catalog whatever the
+ *	  caller's search_path holds (temporary objects are searched last, and
+ *	  never for functions and operators), and cached plans are not
+ *	  invalidated by a caller's search_path.  A setting rather than the
+ *	  override search path core withdrew: a trigger or function of the
+ *	  owner's with its own SET search_path keeps it;
  *	- SPI is connected.
  *
  * This is what fmgr does for a SECURITY DEFINER function with SET
- * search_path, done here so the C code can still see who called it.  An
- * override search path rather than a SET of the search_path GUC: the GUC
- * would be parsed, and the caller's search path recomputed, on every call.
+ * search_path, done here so the C code can still see who called it.
  * Should the call fail, transaction or subtransaction abort restores the
- * user id, pops the override and cleans up SPI, as it does for SECURITY
+ * user id and the setting and cleans up SPI, as it does for SECURITY
  * DEFINER.
  *
  * Plans are prepared on first use and kept for the life of the backend
@@ -47,16 +49,10 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "miscadmin.h"
+#include "utils/guc.h"
 #include "utils/syscache.h"
 
 #include "distlock.h"
-
-/* The search path of distlock's statements: pg_catalog, nothing else. */
-static OverrideSearchPath exec_search_path = {
-	.schemas = NIL,
-	.addCatalog = true,
-	.addTemp = false
-};
 
 /*
  * The role distlock's statements run as: the owner of its schema, which the
@@ -95,7 +91,10 @@ dl_enter(DistlockCall *call, const char *fname, bool writes)
 						   SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);
 
-	PushOverrideSearchPath(&exec_search_path);
+	call->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -110,7 +109,7 @@ dl_leave(DistlockCall *call)
 {
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
-	PopOverrideSearchPath();
+	AtEOXact_GUC(true, call->save_nestlevel);
 	SetUserIdAndSecContext(call->save_userid, call->save_sec_context);
 }
 

@@ -29,8 +29,13 @@
  * with the same owner string.  To any other role a held lock is simply held.
  *
  * Concurrency: every decision locks the lock row first (FOR UPDATE, or FOR
- * SHARE in fence()), then the holder's session row if the lease is bound to
- * one, and only then reads the clock (see distlock.h).  Two contenders are
+ * SHARE in fence()), then judges the holder's session if the lease is bound
+ * to one (on its committed row, ordered against its heartbeats by the beat
+ * lock, without waiting and without keeping a lock: session.c), and only
+ * then reads the clock (see distlock.h).  A grant bound to the caller's own
+ * session is made only while that session is still live at the grant's
+ * instant.  Every token drawn is made durable before it is returned
+ * (lease_token_durable()), so no crash hands it out again.  Two contenders are
  * thus serialised on the lock row and the second sees the first's grant.
  * fence() keeps its FOR SHARE lock until the caller's transaction ends, so
  * no other owner can take the lock before the writes fenced by it commit.
@@ -79,11 +84,19 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_sequence.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "distlock.h"
 
@@ -237,22 +250,25 @@ lease_lock_row(DistlockStmt *stmt, text *name, LeaseRow *row,
 	row->hold_until = isnull ? 0 : DatumGetTimestampTz(d);
 	row->created_by = DatumGetObjectId(dl_getattr(0, LOCK_COL_CREATOR, &isnull));
 	if (call && row->owner != NULL)
-		dl_check_access(call, row->created_by, "lock",
-						quote_identifier(text_to_cstring(name)));
+		dl_check_access(call, row->created_by, DL_OBJECT_LOCK,
+						text_to_cstring(name));
 	return true;
 }
 
 /*
  * Whether the holder's claim on a locked row is intact: it has an owner and,
- * if bound to a session, the session is live.  share orders the check
- * against the session's heartbeats, as a contender must.
+ * if bound to a session, the session is live.  contender: the answer is for
+ * somebody who would take the lock if not, so a session whose heartbeat is
+ * in flight counts as live; for the holder's own renew, release and fence
+ * it counts as ended (session.c: dl_session_is_live()).
  */
 static bool
-lease_claim_intact(LeaseRow *row, bool share)
+lease_claim_intact(LeaseRow *row, bool contender)
 {
 	if (row->owner == NULL)
 		return false;
-	return !row->has_session || dl_session_is_live(row->session_id, share);
+	return !row->has_session ||
+		dl_session_is_live(row->session_id, contender);
 }
 
 /*
@@ -287,6 +303,75 @@ lease_expiry(Interval *ttl, TimestampTz now, Datum *value, char *null)
 }
 
 /*
+ * Check that distlock.token_seq still hands out increasing values to every
+ * backend: one at a time (CACHE 1: a backend's cached values would come
+ * after values other backends drew later), upwards, never wrapping.  Its
+ * owner could change that with ALTER SEQUENCE; refuse to grant then.
+ * Returns the sequence's OID.
+ */
+static Oid
+lease_token_seq(void)
+{
+	Oid			seqid = get_relname_relid("token_seq",
+										  get_namespace_oid("distlock", false));
+	HeapTuple	tup;
+	Form_pg_sequence seq;
+	bool		ok;
+
+	tup = SearchSysCache1(SEQRELID, ObjectIdGetDatum(seqid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for sequence %u", seqid);
+	seq = (Form_pg_sequence) GETSTRUCT(tup);
+	ok = seq->seqcache == 1 && seq->seqincrement > 0 && !seq->seqcycle;
+	ReleaseSysCache(tup);
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sequence \"distlock.token_seq\" cannot hand out fencing tokens in order"),
+				 errdetail("Fencing tokens need CACHE 1, a positive INCREMENT and NO CYCLE."),
+				 errhint("Restore them with ALTER SEQUENCE distlock.token_seq CACHE 1 INCREMENT 1 NO CYCLE.")));
+	return seqid;
+}
+
+/*
+ * Make sure a token just drawn from the sequence seqid is never drawn
+ * again, whether or not this transaction commits and whatever
+ * synchronous_commit says: flush the WAL up to the sequence's last record.
+ * nextval() logs values ahead of those it hands out and flushes only at
+ * commit, and only with synchronous_commit on; a crash before that would
+ * restart the sequence below a token a client already holds.  The flush
+ * costs a WAL write only when nextval() has just logged ahead, once every
+ * 32 tokens.
+ */
+static void
+lease_token_durable(Oid seqid)
+{
+	Relation	seq = relation_open(seqid, AccessShareLock);
+	Buffer		buf = ReadBuffer(seq, 0);
+	XLogRecPtr	lsn = BufferGetLSNAtomic(buf);
+
+	ReleaseBuffer(buf);
+	relation_close(seq, AccessShareLock);
+	XLogFlush(lsn);
+}
+
+/*
+ * The instant of a grant bound to a session (has_session) that the call
+ * found live until session_expires: the session must still be live then,
+ * or the grant would be dead on arrival (55000).
+ */
+static TimestampTz
+lease_grant_now(bool has_session, TimestampTz session_expires,
+				Datum session_id)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (has_session && session_expires <= now)
+		dl_session_expired_error(session_id);
+	return now;
+}
+
+/*
  * try_acquire(lock_name text, owner text, ttl interval DEFAULT '30 seconds',
  *			   session_id uuid DEFAULT NULL, min_hold interval DEFAULT NULL)
  *		RETURNS bigint
@@ -313,6 +398,8 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 	char		nulls[8] = "        ";
 	bool		granted = false;
 	int64		token = 0;
+	TimestampTz session_expires = 0;
+	Oid			seqid;
 
 	values[0] = PointerGetDatum(name);
 	values[1] = PointerGetDatum(owner);
@@ -325,7 +412,8 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 	values[5] = ObjectIdGetDatum(call.caller);
 
 	if (has_session)
-		dl_session_use(&call, values[2]);
+		dl_session_use(&call, values[2], &session_expires);
+	seqid = lease_token_seq();
 
 	/*
 	 * The shortcuts of the header comment: a released lock is granted in one
@@ -334,7 +422,8 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 	 * committed row.
 	 */
 	{
-		TimestampTz now = GetCurrentTimestamp();
+		TimestampTz now = lease_grant_now(has_session, session_expires,
+										  values[2]);
 		LeaseRow	row;
 
 		values[3] = TimestampTzGetDatum(now);
@@ -342,6 +431,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		if (dl_exec(&grant_released_stmt, values, nulls, 0) == 1)
 		{
 			token = dl_getint64(0, 1);
+			lease_token_durable(seqid);
 			dl_leave(&call);
 			PG_RETURN_INT64(token);
 		}
@@ -377,13 +467,14 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		if (!lease_lock_row(&lock_for_update_stmt, name, &row, NULL))
 		{
 			/* first grant ever; lose a race and we lock the winner's row */
-			now = GetCurrentTimestamp();
+			now = lease_grant_now(has_session, session_expires, values[2]);
 			values[3] = TimestampTzGetDatum(now);
 			lease_expiry(ttl, now, &values[4], &nulls[4]);
 			if (dl_exec(&insert_stmt, values, nulls, 0) == 1)
 			{
 				granted = true;
 				token = dl_getint64(0, 1);
+				lease_token_durable(seqid);
 				break;
 			}
 			CHECK_FOR_INTERRUPTS();
@@ -398,12 +489,15 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		if (!reentry && lease_blocks(&row, intact, now))
 			break;				/* held by another owner, or on hold */
 
+		now = lease_grant_now(has_session, session_expires, values[2]);
 		values[3] = TimestampTzGetDatum(now);
 		lease_expiry(ttl, now, &values[4], &nulls[4]);
 		values[7] = BoolGetDatum(reentry);
 		dl_exec(&grant_stmt, values, nulls, 0);
 		granted = true;
 		token = dl_getint64(0, 1);
+		if (!reentry)
+			lease_token_durable(seqid);
 		break;
 	}
 	dl_leave(&call);
@@ -491,8 +585,8 @@ distlock_release(PG_FUNCTION_ARGS)
 
 		/* another role's grant: the error undoes the update */
 		dl_check_access(&call,
-						DatumGetObjectId(dl_getattr(0, 1, &isnull)), "lock",
-						quote_identifier(text_to_cstring(name)));
+						DatumGetObjectId(dl_getattr(0, 1, &isnull)), DL_OBJECT_LOCK,
+						text_to_cstring(name));
 		released = true;
 	}
 	else

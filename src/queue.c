@@ -186,6 +186,9 @@ static DistlockStmt creator_stmt = {
 	1, {INT8OID}
 };
 
+static void queue_put_job(ReturnSetInfo *rsinfo, HeapTuple row,
+						  TupleDesc rowdesc);
+
 /*
  * The role that enqueued job_id.  Raises 42704 if there is no such job, so
  * that a wrong id is not mistaken for a refusal.
@@ -274,7 +277,7 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 			id = dl_getint64(0, 1);
 			dl_check_access(&call,
 							DatumGetObjectId(dl_getattr(0, 2, &isnull)),
-							"job", queue_job_label(id));
+							DL_OBJECT_JOB, queue_job_label(id));
 			break;
 		}
 		CHECK_FOR_INTERRUPTS();
@@ -286,21 +289,28 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 
 /*
  * Claim up to max_jobs due jobs of queue for session_id, which the call
- * uses and has found live at now, after reaping expired sessions if reap
- * (dl_session_use() found some), and hand them to the caller of the
- * set-returning function, in claim order.  At READ COMMITTED the claim
- * works on the table directly (direct.c); otherwise it is one statement.
+ * uses and found live until expires, after reaping expired sessions if
+ * reap (dl_session_use() found some), and hand them to the caller of the
+ * set-returning function, in claim order.  Nothing is claimed if the
+ * session has expired since (complete_and_claim() may have waited for its
+ * job): a dead session's worker gets no new work.  The session itself is
+ * never reaped here (session.c), so it still exists for whatever jobs are
+ * claimed.  At READ COMMITTED the claim works on the table directly
+ * (direct.c); otherwise it is one statement.
  */
 static void
 queue_claim(DistlockCall *call, FunctionCallInfo fcinfo, Datum queue,
-			Datum session_id, int32 max_jobs, TimestampTz now, bool reap)
+			Datum session_id, int32 max_jobs, TimestampTz expires, bool reap)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TimestampTz now = GetCurrentTimestamp();
 	Datum		values[5];
 	uint64		n;
 
 	if (reap)
 		dl_reap_expired(now, DISTLOCK_REAP_BATCH);
+	if (expires <= now)
+		return;
 	if (dl_claim_direct(call, queue, session_id, max_jobs, now,
 						rsinfo->setResult, &n))
 		return;
@@ -312,11 +322,42 @@ queue_claim(DistlockCall *call, FunctionCallInfo fcinfo, Datum queue,
 	values[4] = ObjectIdGetDatum(call->caller);
 	n = dl_exec(max_jobs == 1 ? &claim_one_stmt : &claim_stmt,
 				values, NULL, 0);
-	if (SPI_tuptable->tupdesc->natts != rsinfo->setDesc->natts)
-		elog(ERROR, "claim returned %d columns, expected %d",
-			 SPI_tuptable->tupdesc->natts, rsinfo->setDesc->natts);
 	for (uint64 i = 0; i < n; i++)
-		tuplestore_puttuple(rsinfo->setResult, SPI_tuptable->vals[i]);
+		queue_put_job(rsinfo, SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
+}
+
+/*
+ * Add a job row as RETURNING * gave it (the table's live columns) to the
+ * result of a function returning distlock.jobs, whose row type also keeps
+ * the table's dropped columns.
+ */
+static void
+queue_put_job(ReturnSetInfo *rsinfo, HeapTuple row, TupleDesc rowdesc)
+{
+	TupleDesc	desc = rsinfo->setDesc;
+	Datum	   *values = palloc(desc->natts * sizeof(Datum));
+	bool	   *nulls = palloc(desc->natts * sizeof(bool));
+	int			col = 0;
+
+	for (int i = 0; i < desc->natts; i++)
+	{
+		if (TupleDescAttr(desc, i)->attisdropped)
+		{
+			values[i] = (Datum) 0;
+			nulls[i] = true;
+			continue;
+		}
+		if (++col > rowdesc->natts)
+			elog(ERROR, "claim returned %d columns, expected more",
+				 rowdesc->natts);
+		values[i] = SPI_getbinval(row, rowdesc, col, &nulls[i]);
+	}
+	if (col != rowdesc->natts)
+		elog(ERROR, "claim returned %d columns, expected %d",
+			 rowdesc->natts, col);
+	tuplestore_putvalues(rsinfo->setResult, desc, values, nulls);
+	pfree(values);
+	pfree(nulls);
 }
 
 /*
@@ -335,6 +376,7 @@ distlock_claim(PG_FUNCTION_ARGS)
 	DistlockCall call;
 	Datum		session_id;
 	int32		max_jobs;
+	TimestampTz expires;
 	bool		reap;
 
 	dl_arg_not_null(fcinfo, 1, "session_id");
@@ -345,9 +387,9 @@ distlock_claim(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 
 	dl_enter(&call, "distlock.claim()", true);
-	reap = dl_session_use(&call, session_id);
+	reap = dl_session_use(&call, session_id, &expires);
 	queue_claim(&call, fcinfo, PointerGetDatum(queue), session_id, max_jobs,
-				GetCurrentTimestamp(), reap);
+				expires, reap);
 	dl_leave(&call);
 
 	return (Datum) 0;
@@ -506,6 +548,7 @@ distlock_complete_and_claim(PG_FUNCTION_ARGS)
 	DistlockCall call;
 	int32		max_jobs;
 	text	   *queue;
+	TimestampTz expires;
 	bool		reap;
 
 	dl_arg_not_null(fcinfo, 0, "job_id");
@@ -516,13 +559,13 @@ distlock_complete_and_claim(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 
 	dl_enter(&call, "distlock.complete_and_claim()", true);
-	reap = dl_session_use(&call, PG_GETARG_DATUM(1));
+	reap = dl_session_use(&call, PG_GETARG_DATUM(1), &expires);
 	if (!queue_complete_job(fcinfo, &queue))
 	{
 		(void) queue_job_creator(PG_GETARG_DATUM(0));
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("job " INT64_FORMAT " is not running for session %s",
+				 errmsg("job " INT64_FORMAT " is not running for session \"%s\"",
 						PG_GETARG_INT64(0),
 						DatumGetCString(DirectFunctionCall1(uuid_out,
 															PG_GETARG_DATUM(1)))),
@@ -530,7 +573,7 @@ distlock_complete_and_claim(PG_FUNCTION_ARGS)
 				 errhint("Roll back what was done for the job: its acknowledgement was refused.")));
 	}
 	queue_claim(&call, fcinfo, PointerGetDatum(queue), PG_GETARG_DATUM(1),
-				max_jobs, GetCurrentTimestamp(), reap);
+				max_jobs, expires, reap);
 	dl_leave(&call);
 
 	return (Datum) 0;
@@ -594,7 +637,7 @@ distlock_cancel(PG_FUNCTION_ARGS)
 	values[0] = PG_GETARG_DATUM(0);
 
 	dl_enter(&call, "distlock.cancel()", true);
-	dl_check_access(&call, queue_job_creator(values[0]), "job",
+	dl_check_access(&call, queue_job_creator(values[0]), DL_OBJECT_JOB,
 					queue_job_label(DatumGetInt64(values[0])));
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 	done = dl_exec(&cancel_stmt, values, NULL, 0) == 1;

@@ -11,26 +11,46 @@
  * depends on a session reads its expires_at (see distlock.h); reap() only
  * deletes the row and hands the jobs back so that the tables stay small.
  *
- * Concurrency: heartbeat locks the row FOR NO KEY UPDATE before it reads the
- * clock, so it is ordered against a lock contender that holds the row FOR
- * SHARE while judging the session dead: either the heartbeat comes first and
- * the contender sees the session extended, or the contender comes first and
- * the heartbeat finds the session expired.
+ * Two heavyweight locks per session order the calls that depend on it.
+ * Both are transaction-level advisory-lock tags (USER_LOCKMETHOD) carrying
+ * 64 bits of the session id and, in the field core leaves to extensions, a
+ * kind of distlock's own (SESSION_TAG_USE, SESSION_TAG_BEAT), so that
+ * pg_locks shows them as advisory locks and monitoring queries over it keep
+ * working.  Neither writes WAL or dirties a page.
  *
- * A call the session itself makes (claim, complete, fail, an acquire bound
- * to it) holds the session's use lock (session_use_lock()) in ShareLock
- * until its transaction ends; closing holds it in ExclusiveLock, so it
- * waits for every such call in flight, and reaping skips a session whose
- * use lock it cannot take at once.  So a job being completed is never
- * handed back, and no job is claimed for a session that is being closed.
- * The use lock is a heavyweight lock in memory: unlike the row lock FOR KEY
- * SHARE that it replaces at READ COMMITTED, it writes no WAL, dirties no
- * page and never makes a heartbeat of the same session create a MultiXact.
- * Under it, the session row is read without a row lock (see
- * session_acting_state() for why that read can be trusted).  At REPEATABLE
- * READ and SERIALIZABLE the call also locks the row FOR KEY SHARE, as
- * before: a row closed or reaped since the transaction's snapshot must fail
- * with 40001 rather than be read as it was.
+ *	- The use lock.  A call the session itself makes (claim, complete,
+ *	  fail, an acquire bound to it) holds it in ShareLock until its
+ *	  transaction ends; closing takes it in ExclusiveLock, so it waits for
+ *	  every such call in flight, and reaping takes it only if it can at
+ *	  once, so it skips sessions in use.  So a job being completed is never
+ *	  handed back, and no job is claimed for a session being closed.  A
+ *	  call looks at the committed row, and checks that the caller may act
+ *	  for the session, before it waits for this lock: a role cannot queue on
+ *	  another role's session.
+ *	- The beat lock.  heartbeat() holds it in ExclusiveLock, taken before
+ *	  it reads the clock, until its transaction ends.  Whoever finds a
+ *	  session expired on its committed row takes it in ShareLock without
+ *	  waiting, reads the row again and lets it go at once: if it is granted,
+ *	  no heartbeat is in flight, so "expired" is final (a heartbeat that
+ *	  starts later reads a later clock and refuses); if not, a heartbeat may
+ *	  be about to extend the session, and the caller takes the answer that
+ *	  is safe for it (session_judge()).  A judgement thus never keeps
+ *	  anything locked against heartbeats, and never waits for one.
+ *
+ * The rows themselves are read as last committed, without a row lock, at
+ * READ COMMITTED: "live" read that way is true (expires_at only moves
+ * forward while the row exists, and a row is deleted only once it has
+ * expired, or by a close that the use lock orders against), and "missing"
+ * is true.  At REPEATABLE READ and SERIALIZABLE a session acting for itself
+ * also locks its row FOR KEY SHARE, which fails with 40001 if the row was
+ * closed or reaped since the transaction's snapshot; FOR KEY SHARE does not
+ * conflict with a heartbeat's FOR NO KEY UPDATE.
+ *
+ * Reaping never waits: it skips a session in use, a session whose row
+ * somebody holds, and a session one of whose running jobs somebody holds
+ * (an open cancel(), say), leaving it for a later reap.  A call never reaps
+ * a session this transaction acts for, so no job is ever left running for
+ * a session that no longer exists.
  *
  * Only a role that may act for the session's creator (access.c) may use,
  * heartbeat or close it; anyone may judge whether it is live, and reap()
@@ -51,6 +71,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
@@ -82,12 +103,6 @@ static DistlockStmt lock_key_share_stmt = {
 	1, {UUIDOID}
 };
 
-static DistlockStmt lock_share_stmt = {
-	"SELECT expires_at, created_by FROM distlock.sessions WHERE id = $1"
-	" FOR SHARE",
-	1, {UUIDOID}
-};
-
 static DistlockStmt lock_heartbeat_stmt = {
 	"SELECT expires_at, created_by, ttl FROM distlock.sessions WHERE id = $1"
 	" FOR NO KEY UPDATE",
@@ -108,17 +123,36 @@ static DistlockStmt lock_close_stmt = {
 
 /*
  * A running job of an ended session goes back to pending, due at once, or
- * becomes failed when it has used all its attempts.
+ * becomes failed when it has used all its attempts.  A close waits for the
+ * job rows somebody holds.
  */
-static DistlockStmt release_jobs_stmt = {
-	"UPDATE distlock.jobs SET"
-	" status = CASE WHEN attempts >= max_attempts"
-	"  THEN 'failed' ELSE 'pending' END::distlock.job_status,"
-	" session_id = CASE WHEN attempts >= max_attempts THEN session_id END,"
-	" finished_at = CASE WHEN attempts >= max_attempts THEN $2 END,"
+#define RELEASE_JOBS_SET \
+	"UPDATE distlock.jobs SET" \
+	" status = CASE WHEN attempts >= max_attempts" \
+	"  THEN 'failed' ELSE 'pending' END::distlock.job_status," \
+	" session_id = CASE WHEN attempts >= max_attempts THEN session_id END," \
+	" finished_at = CASE WHEN attempts >= max_attempts THEN $2 END," \
 	" last_error = $3"
-	" WHERE session_id = $1 AND status = 'running'",
+
+static DistlockStmt release_jobs_stmt = {
+	RELEASE_JOBS_SET " WHERE session_id = $1 AND status = 'running'",
 	3, {UUIDOID, TIMESTAMPTZOID, TEXTOID}
+};
+
+/* The same for a reap, which skips the job rows somebody holds. */
+static DistlockStmt release_free_jobs_stmt = {
+	RELEASE_JOBS_SET " WHERE id = ANY (ARRAY("
+	"  SELECT id FROM distlock.jobs"
+	"  WHERE session_id = $1 AND status = 'running'"
+	"  FOR UPDATE SKIP LOCKED))",
+	3, {UUIDOID, TIMESTAMPTZOID, TEXTOID}
+};
+
+/* Whether the session still has a running job (one the reap skipped). */
+static DistlockStmt running_left_stmt = {
+	"SELECT 1 FROM distlock.jobs WHERE session_id = $1 AND status = 'running'"
+	" LIMIT 1",
+	1, {UUIDOID}
 };
 
 static DistlockStmt delete_stmt = {
@@ -155,8 +189,16 @@ typedef enum SessionState
 {
 	SESSION_MISSING,			/* closed, reaped or never opened */
 	SESSION_EXPIRED,
-	SESSION_LIVE
+	SESSION_LIVE,
+	SESSION_BUSY				/* expired as committed, heartbeat in flight */
 } SessionState;
+
+/* Kinds of session lock tag (field4 of an advisory tag; core uses 1, 2). */
+#define SESSION_TAG_USE		0x4401
+#define SESSION_TAG_BEAT	0x4402
+
+static void session_check_access(DistlockCall *call, Oid creator,
+								 Datum session_id);
 
 /*
  * The state of a session whose row, read or locked just now, says expires
@@ -168,7 +210,7 @@ session_judge(DistlockCall *call, Datum session_id, TimestampTz expires,
 			  Oid creator)
 {
 	if (call)
-		dl_check_session_access(call, creator, session_id);
+		session_check_access(call, creator, session_id);
 	return expires > GetCurrentTimestamp() ? SESSION_LIVE : SESSION_EXPIRED;
 }
 
@@ -197,106 +239,186 @@ session_lock_state(DistlockStmt *stmt, Datum session_id, DistlockCall *call)
  * Raise 42501 unless the caller may act on session_id, which role creator
  * opened.
  */
-void
-dl_check_session_access(DistlockCall *call, Oid creator, Datum session_id)
+static void
+session_check_access(DistlockCall *call, Oid creator, Datum session_id)
 {
 	if (!dl_may_act_for(call, creator))
-		dl_check_access(call, creator, "session",
+		dl_check_access(call, creator, DL_OBJECT_SESSION,
 						DatumGetCString(DirectFunctionCall1(uuid_out,
 															session_id)));
 }
 
-/*
- * Take session_id's use lock in mode, until the transaction ends: ShareLock
- * for a call the session makes, ExclusiveLock to close or reap it.  With
- * dont_wait, return false at once if another transaction holds a
- * conflicting mode.  The lock tag is an object lock on distlock.sessions
- * and 48 bits of the session id; two sessions that share a tag only wait
- * for each other's calls a little more than they need to.
- */
-static bool
-session_use_lock(Datum session_id, LOCKMODE mode, bool dont_wait)
+/* The lock tag of kind on session_id: 64 of its bits, in this database. */
+static void
+session_tag(LOCKTAG *tag, Datum session_id, uint16 kind)
 {
 	const uint8 *id = DatumGetUUIDP(session_id)->data;
-	Oid			sessions;
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId,
+						 ((uint32) id[0] << 24) | ((uint32) id[1] << 16) |
+						 ((uint32) id[2] << 8) | id[3],
+						 ((uint32) id[4] << 24) | ((uint32) id[5] << 16) |
+						 ((uint32) id[6] << 8) | id[7],
+						 kind);
+}
+
+/*
+ * Take session_id's lock of kind in mode, until the transaction ends or
+ * session_unlock().  With dont_wait, return false at once if another
+ * transaction holds a conflicting mode.  Two sessions that share 64 bits
+ * of their ids would only wait for each other a little more than needed.
+ */
+static bool
+session_lock(Datum session_id, uint16 kind, LOCKMODE mode, bool dont_wait)
+{
 	LOCKTAG		tag;
 
-	sessions = get_relname_relid("sessions",
-								 get_namespace_oid("distlock", false));
-	if (!OidIsValid(sessions))
-		elog(ERROR, "table distlock.sessions does not exist");
-	SET_LOCKTAG_OBJECT(tag, MyDatabaseId, sessions,
-					   ((uint32) id[0] << 24) | ((uint32) id[1] << 16) |
-					   ((uint32) id[2] << 8) | id[3],
-					   ((uint16) id[4] << 8) | id[5]);
+	session_tag(&tag, session_id, kind);
 	return LockAcquire(&tag, mode, false, dont_wait) != LOCKACQUIRE_NOT_AVAIL;
 }
 
 static void
-session_use_unlock(Datum session_id, LOCKMODE mode)
+session_unlock(Datum session_id, uint16 kind, LOCKMODE mode)
 {
-	const uint8 *id = DatumGetUUIDP(session_id)->data;
 	LOCKTAG		tag;
 
-	SET_LOCKTAG_OBJECT(tag, MyDatabaseId,
-					   get_relname_relid("sessions",
-										 get_namespace_oid("distlock", false)),
-					   ((uint32) id[0] << 24) | ((uint32) id[1] << 16) |
-					   ((uint32) id[2] << 8) | id[3],
-					   ((uint16) id[4] << 8) | id[5]);
+	session_tag(&tag, session_id, kind);
 	LockRelease(&tag, mode, false);
+}
+
+/* Whether this transaction acts through session_id (holds its use lock). */
+static bool
+session_used_by_me(Datum session_id)
+{
+	LOCKTAG		tag;
+
+	session_tag(&tag, session_id, SESSION_TAG_USE);
+	return LockHeldByMe(&tag, ShareLock);
+}
+
+/*
+ * The state of session_id as last committed, judged on the clock read after
+ * it, for a caller that holds no lock on its row.  "Expired" is confirmed
+ * under the beat lock (see the header comment); SESSION_BUSY if a heartbeat
+ * in flight holds it.  Never waits, and keeps no lock.  *creator, if
+ * given, is set when the session exists.
+ */
+static SessionState
+session_state_now(Datum session_id, Oid *creator)
+{
+	TimestampTz expires;
+	Oid			role;
+	SessionState state;
+
+	if (!dl_session_read(session_id, &expires, &role, NULL))
+		return SESSION_MISSING;
+	if (creator)
+		*creator = role;
+	if (expires > GetCurrentTimestamp())
+		return SESSION_LIVE;
+	if (!session_lock(session_id, SESSION_TAG_BEAT, ShareLock, true))
+		return SESSION_BUSY;
+	if (!dl_session_read(session_id, &expires, &role, NULL))
+		state = SESSION_MISSING;
+	else if (expires > GetCurrentTimestamp())
+		state = SESSION_LIVE;
+	else
+		state = SESSION_EXPIRED;
+	session_unlock(session_id, SESSION_TAG_BEAT, ShareLock);
+	return state;
 }
 
 /*
  * The state of session_id, through which the caller acts, with the
  * session's use lock held in ShareLock for the rest of the transaction, so
  * that it is neither closed nor reaped before the call's work commits.  A
- * session of a role the caller may not act for raises 42501.
+ * session of a role the caller may not act for raises 42501, before any
+ * lock is waited for; a session that does not exist leaves no lock behind.
+ * *expires is set to the expiry the judgement saw (for a live session).
+ * *others_expired, if given, says whether some session had expired (for
+ * claim's reaping); it is always true at REPEATABLE READ and SERIALIZABLE.
  *
- * At READ COMMITTED the row is read without a row lock, after the use lock
- * is granted.  A close or reap that finished before that committed before
- * the read's snapshot was taken (a transaction releases its locks after it
- * commits), so "missing" is true.  "Live" is true: expires_at only moves
- * forward while the row exists, and a reaper only takes sessions that had
- * expired when it looked.  Only "expired" may be stale, should a heartbeat
- * have committed since the snapshot: that one is checked again under a row
- * lock FOR KEY SHARE, which sees the latest committed version and reads
- * the clock after it is granted.  At REPEATABLE READ and SERIALIZABLE the
- * row is locked FOR KEY SHARE as well, which fails with 40001 if the row
- * was closed or reaped since the transaction's snapshot.
+ * At READ COMMITTED the row is read as last committed after the use lock
+ * is granted: a close or reap that finished before that committed before
+ * the read (a transaction releases its locks after it commits).  "Live"
+ * and "missing" are final (see the header comment); "expired" is confirmed
+ * under the beat lock, and a heartbeat in flight makes it an expiry too:
+ * refusing is safe, and the heartbeat's caller finds out whether it won.
  */
 static SessionState
 session_acting_state(DistlockCall *call, Datum session_id,
-					 bool *others_expired)
+					 TimestampTz *expires, bool *others_expired)
 {
 	SessionState state;
-	TimestampTz expires;
 	Oid			creator;
 
-	session_use_lock(session_id, ShareLock, false);
+	if (!session_lock(session_id, SESSION_TAG_USE, ShareLock, true))
+	{
+		/* a close is in flight: wait for it only if the session is ours */
+		if (!dl_session_read(session_id, expires, &creator, NULL))
+			return SESSION_MISSING;
+		session_check_access(call, creator, session_id);
+		session_lock(session_id, SESSION_TAG_USE, ShareLock, false);
+	}
 	if (others_expired)
 		*others_expired = true;
+
 	if (IsolationUsesXactSnapshot())
-		return session_lock_state(&lock_key_share_stmt, session_id, call);
-	if (!dl_session_read(session_id, &expires, &creator, others_expired))
-		return SESSION_MISSING;
-	state = session_judge(call, session_id, expires, creator);
-	if (state == SESSION_EXPIRED)
-		state = session_lock_state(&lock_key_share_stmt, session_id, call);
+	{
+		Datum		values[1] = {session_id};
+		bool		isnull;
+
+		if (dl_exec(&lock_key_share_stmt, values, NULL, 1) == 0)
+			state = SESSION_MISSING;
+		else
+		{
+			*expires = DatumGetTimestampTz(dl_getattr(0, SESSION_COL_EXPIRES,
+													  &isnull));
+			state = session_judge(call, session_id, *expires,
+								  DatumGetObjectId(dl_getattr(0, SESSION_COL_CREATOR,
+															  &isnull)));
+		}
+	}
+	else if (!dl_session_read(session_id, expires, &creator, others_expired))
+		state = SESSION_MISSING;
+	else
+	{
+		state = session_judge(call, session_id, *expires, creator);
+		if (state == SESSION_EXPIRED)
+		{
+			state = session_state_now(session_id, NULL);
+			if (state == SESSION_BUSY)
+				state = SESSION_EXPIRED;
+			if (state == SESSION_LIVE)
+				(void) dl_session_read(session_id, expires, &creator, NULL);
+		}
+	}
+
+	/* nothing to use: hold nothing */
+	if (state == SESSION_MISSING)
+		session_unlock(session_id, SESSION_TAG_USE, ShareLock);
 	return state;
 }
 
 /*
- * Whether session_id is live, locking its row so that it cannot be reaped or
- * closed before our transaction ends.  share (FOR SHARE) also orders us
- * against its heartbeats; callers judging another session's liveness need
- * that, a session acting for itself does not.
+ * Whether session_id, which somebody else holds a lease through, is live
+ * now.  Never waits and keeps nothing locked: a heartbeat in flight on a
+ * session that has expired as committed counts as live if busy_is_live
+ * (a contender must not take the lease then) and as dead otherwise (the
+ * holder's own renew, release and fence must not rely on it).
  */
 bool
-dl_session_is_live(Datum session_id, bool share)
+dl_session_is_live(Datum session_id, bool busy_is_live)
 {
-	return session_lock_state(share ? &lock_share_stmt : &lock_key_share_stmt,
-							  session_id, NULL) == SESSION_LIVE;
+	switch (session_state_now(session_id, NULL))
+	{
+		case SESSION_LIVE:
+			return true;
+		case SESSION_BUSY:
+			return busy_is_live;
+		default:
+			return false;
+	}
 }
 
 /*
@@ -307,57 +429,74 @@ dl_session_is_live(Datum session_id, bool share)
 bool
 dl_session_acting(DistlockCall *call, Datum session_id)
 {
-	return session_acting_state(call, session_id, NULL) == SESSION_LIVE;
+	TimestampTz expires;
+
+	return session_acting_state(call, session_id, &expires, NULL) ==
+		SESSION_LIVE;
 }
 
 /*
  * The calling worker acts through session_id: raise 42704 if it does not
  * exist, 42501 if it is another role's, and 55000 if it has expired.  The
  * session is not reaped or closed under the call (session_acting_state()).
- * Returns whether some session may have expired (so that a claim should
- * reap), as seen by the same read; always true at REPEATABLE READ and
- * SERIALIZABLE.
+ * *expires is set to the session's expiry as judged.  Returns whether some
+ * session may have expired (so that a claim should reap), as seen by the
+ * same read; always true at REPEATABLE READ and SERIALIZABLE.
  */
 bool
-dl_session_use(DistlockCall *call, Datum session_id)
+dl_session_use(DistlockCall *call, Datum session_id, TimestampTz *expires)
 {
 	bool		others_expired;
 
-	switch (session_acting_state(call, session_id, &others_expired))
+	switch (session_acting_state(call, session_id, expires, &others_expired))
 	{
 		case SESSION_LIVE:
 			return others_expired;
 		case SESSION_MISSING:
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("session %s does not exist",
+					 errmsg("session \"%s\" does not exist",
 							DatumGetCString(DirectFunctionCall1(uuid_out,
 																session_id))),
 					 errhint("A session ceases to exist when it is closed or reaped.")));
 			break;
-		case SESSION_EXPIRED:
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("session %s has expired",
-							DatumGetCString(DirectFunctionCall1(uuid_out,
-																session_id))),
-					 errhint("Open a new session, and heartbeat more often than its ttl.")));
-			break;
+		default:
+			dl_session_expired_error(session_id);
 	}
 	pg_unreachable();
 }
 
-/* Hand back session_id's running jobs and delete it; its row is locked. */
-static void
-session_end(Datum session_id, TimestampTz now, const char *why)
+/* Raise 55000: session_id, through which the caller acts, has expired. */
+void
+dl_session_expired_error(Datum session_id)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("session \"%s\" has expired",
+					DatumGetCString(DirectFunctionCall1(uuid_out, session_id))),
+			 errhint("Open a new session, and heartbeat more often than its ttl.")));
+}
+
+/*
+ * Hand back session_id's running jobs and delete it; its row is locked.  A
+ * close (wait) waits for job rows somebody holds; a reap skips them and
+ * then keeps the session, expired, for a later reap, so that no running
+ * job is ever left without its session.  Returns whether it was deleted.
+ */
+static bool
+session_end(Datum session_id, TimestampTz now, const char *why, bool wait)
 {
 	Datum		values[3];
 
 	values[0] = session_id;
 	values[1] = TimestampTzGetDatum(now);
 	values[2] = CStringGetTextDatum(why);
-	dl_exec(&release_jobs_stmt, values, NULL, 0);
+	dl_exec(wait ? &release_jobs_stmt : &release_free_jobs_stmt, values,
+			NULL, 0);
+	if (!wait && dl_exec(&running_left_stmt, values, NULL, 1) > 0)
+		return false;
 	dl_exec(&delete_stmt, values, NULL, 0);
+	return true;
 }
 
 /*
@@ -374,7 +513,8 @@ typedef struct ReapCursor
  * Reap the sessions among the next limit candidates after *from that
  * expired before now and that no call is using; returns how many were
  * reaped, sets *examined to the number of candidates and moves *from past
- * them.
+ * them.  Sessions this transaction acts through are never reaped: the use
+ * lock cannot keep out its own holder.
  *
  * A candidate is reaped only if its use lock can be had at once (no call
  * of the session is in flight) and then its row lock (see
@@ -419,14 +559,15 @@ session_reap_batch(TimestampTz now, int limit, ReapCursor *from,
 
 		lock_values[0] = UUIDPGetDatum(&ids[i]);
 		lock_values[1] = TimestampTzGetDatum(now);
-		if (!session_use_lock(lock_values[0], ExclusiveLock, true))
+		if (session_used_by_me(lock_values[0]) ||
+			!session_lock(lock_values[0], SESSION_TAG_USE, ExclusiveLock,
+						  true))
 			continue;			/* in use: a later reap takes it */
 		locked = dl_exec(&lock_expired_stmt, lock_values, NULL, 0) == 1;
-		session_use_unlock(lock_values[0], ExclusiveLock);
-		if (!locked)
-			continue;
-		session_end(lock_values[0], now, "session expired");
-		reaped++;
+		session_unlock(lock_values[0], SESSION_TAG_USE, ExclusiveLock);
+		if (locked && session_end(lock_values[0], now, "session expired",
+								  false))
+			reaped++;
 	}
 	pfree(ids);
 	return reaped;
@@ -434,7 +575,8 @@ session_reap_batch(TimestampTz now, int limit, ReapCursor *from,
 
 /*
  * Reap up to limit of the sessions that expired first before now, skipping
- * those a call is using; returns how many were reaped.
+ * those a call is using (this transaction's own among them); returns how
+ * many were reaped.
  */
 int
 dl_reap_expired(TimestampTz now, int limit)
@@ -491,14 +633,30 @@ distlock_heartbeat(PG_FUNCTION_ARGS)
 {
 	DistlockCall call;
 	Datum		values[3];
+	Oid			creator;
 	bool		live;
 
 	dl_arg_not_null(fcinfo, 0, "session_id");
 	values[0] = PG_GETARG_DATUM(0);
 
 	dl_enter(&call, "distlock.heartbeat()", true);
-	live = session_lock_state(&lock_heartbeat_stmt, values[0], &call) ==
-		SESSION_LIVE;
+	live = dl_session_read(values[0], NULL, &creator, NULL);
+	if (live)
+	{
+		/* another role's session: refuse before taking any of its locks */
+		session_check_access(&call, creator, values[0]);
+		session_lock(values[0], SESSION_TAG_BEAT, ExclusiveLock, false);
+
+		/*
+		 * An expired session stays dead: say so without waiting for a row
+		 * lock that a reaper may hold until its transaction ends.
+		 */
+		if (!IsolationUsesXactSnapshot())
+			live = session_state_now(values[0], NULL) == SESSION_LIVE;
+		if (live)
+			live = session_lock_state(&lock_heartbeat_stmt, values[0],
+									  &call) == SESSION_LIVE;
+	}
 	if (live)
 	{
 		bool		isnull;
@@ -528,18 +686,35 @@ distlock_session_close(PG_FUNCTION_ARGS)
 {
 	DistlockCall call;
 	Datum		session_id;
+	Oid			creator;
 	bool		live;
 
 	dl_arg_not_null(fcinfo, 0, "session_id");
 	session_id = PG_GETARG_DATUM(0);
 
 	dl_enter(&call, "distlock.session_close()", true);
-	/* wait for the session's calls in flight; the use lock comes first */
-	session_use_lock(session_id, ExclusiveLock, false);
-	live = session_lock_state(&lock_close_stmt, session_id, &call) ==
-		SESSION_LIVE;
-	if (live)
-		session_end(session_id, GetCurrentTimestamp(), "session closed");
+	switch (session_state_now(session_id, &creator))
+	{
+		case SESSION_MISSING:
+			live = false;
+			break;
+		case SESSION_EXPIRED:
+			/* nothing revives it: refuse without waiting for a reaper */
+			session_check_access(&call, creator, session_id);
+			live = false;
+			break;
+		default:
+			/* another role's session: refuse before taking its locks */
+			session_check_access(&call, creator, session_id);
+			/* wait for the session's calls in flight */
+			session_lock(session_id, SESSION_TAG_USE, ExclusiveLock, false);
+			live = session_lock_state(&lock_close_stmt, session_id, &call) ==
+				SESSION_LIVE;
+			if (live)
+				(void) session_end(session_id, GetCurrentTimestamp(),
+								   "session closed", true);
+			break;
+	}
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(live);

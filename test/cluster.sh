@@ -11,7 +11,9 @@
 #	cluster_restart [immediate] [DOWNTIME]	same data directory and port
 #	cluster_pid_refresh			CLUSTER_PID from the pid file
 
-PG_BINDIR=${PG_BINDIR:-$(pg_config --bindir)}
+# The server of the PG_CONFIG the build used (make exports it).
+PG_CONFIG=${PG_CONFIG:-pg_config}
+PG_BINDIR=${PG_BINDIR:-$("$PG_CONFIG" --bindir)}
 
 # Run a command as the cluster's owner.
 as_owner()

@@ -3,8 +3,10 @@
 #
 #	test/run.sh --regress "a b ..." --isolation "c d ..."
 #
-# Called by "make test" after the extension is built and installed.  Runs
-# the pg_regress suite, the isolation specs, then each script test listed
+# Called by "make test" after the extension is built and installed into the
+# server of $PG_CONFIG.  Runs the pg_regress suite and the isolation specs
+# twice, with distlock.direct_path on (the default, which users run) and
+# off (the SQL statements it stands in for), then each script test listed
 # below, and ends with the line "N passed, N failed".  Exits non-zero if
 # anything failed.  Servers run as "postgres" when we are root.
 set -uo pipefail
@@ -31,6 +33,7 @@ scripts=(
 	test/scripts/standby.sh
 	test/scripts/readme_snippets.sh
 	test/scripts/throttle_bound.sh
+	test/scripts/token_crash.sh
 	test/fault/run.sh
 )
 # SCRIPTS="..." runs only those script tests ("" none), for a quicker loop.
@@ -38,7 +41,7 @@ if [ -n "${SCRIPTS+x}" ]; then
 	read -ra scripts <<<"$SCRIPTS"
 fi
 
-pgxs=$(pg_config --pkglibdir)/pgxs
+pgxs=$("$PG_CONFIG" --pkglibdir)/pgxs
 work=$(mktemp -d /tmp/distlock-test.XXXXXX)
 # The postgres user cannot always read the checkout (CI may clone under
 # /root), so the suites run from a copy.
@@ -58,17 +61,20 @@ count_pg_regress()
 	failed=$((failed + bad))
 }
 
-# run_pg_regress NAME DRIVER TESTS
+# run_pg_regress NAME DRIVER TESTS [CONFIG_LINE]: CONFIG_LINE goes into the
+# temporary instance's postgresql.conf.
 run_pg_regress()
 {
-	local name=$1 driver=$2 tests=$3 out="$work/$1"
+	local name=$1 driver=$2 tests=$3 conf=${4:-} out="$work/$1"
 	[ -n "$tests" ] || return 0
-	echo "== $name"
+	echo "== $name${conf:+ ($conf)}"
 	as_owner mkdir -p "$out"
 	as_owner ln -s "$work/expected" "$out/expected"
+	echo "$conf" | as_owner tee "$out/extra.conf" >/dev/null
 	(cd "$out" && as_owner "$driver" \
 		--inputdir="$work/test" --outputdir="$out" \
 		--temp-instance="$out/tmp_check" --bindir="$PG_BINDIR" \
+		--temp-config="$out/extra.conf" \
 		--dbname=contrib_regression $tests) 2>&1 | tee "$out/summary.log"
 	count_pg_regress "$out/summary.log"
 	if [ -s "$out/regression.diffs" ]; then
@@ -77,8 +83,15 @@ run_pg_regress()
 	fi
 }
 
-run_pg_regress regress "$pgxs/src/test/regress/pg_regress" "$regress"
-run_pg_regress isolation "$pgxs/src/test/isolation/pg_isolation_regress" "$isolation"
+# Both implementations of the queue's hot paths, the direct one first.
+for path in on off; do
+	run_pg_regress "regress-direct-$path" \
+		"$pgxs/src/test/regress/pg_regress" "$regress" \
+		"distlock.direct_path = $path"
+	run_pg_regress "isolation-direct-$path" \
+		"$pgxs/src/test/isolation/pg_isolation_regress" "$isolation" \
+		"distlock.direct_path = $path"
+done
 
 for s in "${scripts[@]}"; do
 	echo "== $s"

@@ -89,6 +89,24 @@ SELECT count(*) FROM distlock.active_locks, distlock.live_sessions, distlock.que
 SELECT count(*) AS shadows_run FROM evil.canary;
 SELECT count(*) AS temp_rows FROM locks;
 
+-- a trigger function of the owner's with its own SET search_path keeps it
+-- while distlock's statements run (an override search path would hide it)
+CREATE SCHEMA trig;
+CREATE FUNCTION trig.note() RETURNS text LANGUAGE sql AS $$ SELECT 'noted' $$;
+CREATE TABLE trig.log (msg text);
+CREATE FUNCTION trig.on_job() RETURNS trigger LANGUAGE plpgsql
+SET search_path = trig, pg_catalog AS $$
+BEGIN
+	INSERT INTO log VALUES (note());
+	RETURN NEW;
+END $$;
+CREATE TRIGGER on_job AFTER INSERT ON distlock.jobs
+	FOR EACH ROW EXECUTE FUNCTION trig.on_job();
+SELECT distlock.enqueue('trig', '{}') IS NOT NULL AS enqueued;
+SELECT msg FROM trig.log;
+DROP TRIGGER on_job ON distlock.jobs;
+DROP SCHEMA trig CASCADE;
+
 RESET search_path;
 DROP TABLE pg_temp.locks;
 SET client_min_messages = warning;
