@@ -5,13 +5,14 @@ MODULE_big = distlock
 OBJS = \
 	src/access.o \
 	src/advisory.o \
+	src/catalog.o \
 	src/check.o \
-	src/direct.o \
 	src/distlock.o \
 	src/exec.o \
 	src/lease.o \
 	src/queue.o \
 	src/session.o \
+	src/tables.o \
 	src/throttle.o
 DATA = $(wildcard sql/distlock--*.sql)
 PGFILEDESC = "distlock - lease locks, worker sessions and a job queue"
@@ -60,9 +61,6 @@ ISOLATION = \
 	reap_skips_held \
 	close_foreign
 
-# Every object includes the shared header (PGXS tracks no dependencies).
-$(OBJS): src/distlock.h
-
 REGRESS_OPTS = --inputdir=test
 ISOLATION_OPTS = --inputdir=test
 
@@ -78,6 +76,9 @@ else
 all:
 	@echo "pg_config not found; run \"make deps\" first" >&2; exit 1
 endif
+
+# Every object includes the shared header (PGXS tracks no dependencies).
+$(OBJS): src/distlock.h
 
 .PHONY: deps test test-assert demo bench
 

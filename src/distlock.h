@@ -89,7 +89,10 @@
 #ifndef DISTLOCK_H
 #define DISTLOCK_H
 
+#include "access/genam.h"
+#include "access/tableam.h"
 #include "executor/spi.h"
+#include "nodes/execnodes.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
@@ -135,6 +138,41 @@ typedef struct DistlockCall
 	int			save_nestlevel; /* of the search_path setting */
 } DistlockCall;
 
+/* distlock's catalog entries (catalog.c) */
+typedef struct DistlockCatalog
+{
+	Oid			schema;
+	Oid			schema_owner;	/* the role distlock's statements run as */
+	Oid			jobs;
+	Oid			jobs_pkey;
+	Oid			jobs_claim_idx;
+	Oid			sessions;
+	Oid			sessions_pkey;
+	Oid			sessions_expires_at_idx;
+	Oid			token_seq;
+	/* attribute numbers of distlock.jobs */
+	AttrNumber	job_queue;
+	AttrNumber	job_status;
+	AttrNumber	job_run_at;
+	AttrNumber	job_attempts;
+	AttrNumber	job_session_id;
+	AttrNumber	job_claimed_at;
+	AttrNumber	job_finished_at;
+	AttrNumber	job_result;
+	AttrNumber	job_created_by;
+	/* attribute numbers of distlock.sessions */
+	AttrNumber	session_expires_at;
+	AttrNumber	session_created_by;
+	/* distlock.job_status and its values */
+	Oid			status_type;
+	Oid			status_pending;
+	Oid			status_running;
+	Oid			status_completed;
+} DistlockCatalog;
+
+/* catalog.c */
+extern const DistlockCatalog *dl_catalog(void);
+
 /* distlock.c */
 extern bool dl_direct_path;
 
@@ -146,15 +184,33 @@ extern uint64 dl_exec(DistlockStmt *stmt, Datum *values, const char *nulls,
 extern Datum dl_getattr(int row, int col, bool *isnull);
 extern int64 dl_getint64(int row, int col);
 
-/* direct.c */
-extern bool dl_claim_direct(DistlockCall *call, Datum queue, Datum session_id,
-							int32 max_jobs, TimestampTz now,
-							Tuplestorestate *store, uint64 *claimed);
-extern bool dl_complete_direct(Datum job_id, Datum session_id, Datum result,
-							   bool result_isnull, TimestampTz now, bool *done,
-							   text **queue);
-extern bool dl_session_read(Datum session_id, TimestampTz *expires,
-							Oid *creator, bool *others_expired);
+/* tables.c: distlock.jobs opened for direct updates */
+typedef struct JobsTable
+{
+	const DistlockCatalog *cat;
+	Relation	rel;
+	EState	   *estate;
+	ResultRelInfo *result_rel;
+	CommandId	cid;
+	TupleTableSlot *old;		/* a version read */
+	TupleTableSlot *locked;		/* the same version, once locked */
+	TupleTableSlot *new;		/* the version written */
+} JobsTable;
+
+extern bool dl_jobs_open(JobsTable *jt, const AttrNumber *updated,
+						 int nupdated);
+extern void dl_jobs_close(JobsTable *jt);
+extern IndexScanDesc dl_jobs_scan(JobsTable *jt, Relation index,
+								  RegProcedure eq, Datum value);
+extern void dl_jobs_scan_end(IndexScanDesc scan);
+extern void dl_jobs_new_from_old(JobsTable *jt);
+extern void dl_jobs_set(JobsTable *jt, AttrNumber att, Datum value,
+						bool isnull);
+extern bool dl_jobs_lock_or_skip(JobsTable *jt, Snapshot snapshot);
+extern TM_Result dl_jobs_update(JobsTable *jt, Snapshot snapshot, bool wait);
+extern IndexScanDesc dl_index_scan(Relation heap, Relation index,
+								   Snapshot snapshot, StrategyNumber strategy,
+								   RegProcedure proc, Datum value);
 
 /* check.c */
 extern text *dl_arg_name(FunctionCallInfo fcinfo, int argno, const char *what);

@@ -45,33 +45,10 @@
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
-#include "catalog/namespace.h"
-#include "catalog/pg_namespace.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
-#include "utils/syscache.h"
 
 #include "distlock.h"
-
-/*
- * The role distlock's statements run as: the owner of its schema, which the
- * install script created together with the tables.
- */
-static Oid
-exec_schema_owner(void)
-{
-	Oid			nspid = get_namespace_oid("distlock", false);
-	HeapTuple	tup;
-	Oid			owner;
-
-	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nspid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for schema %u", nspid);
-	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
 
 /*
  * Start an API call named fname ("distlock.claim()").  A call that writes is
@@ -86,7 +63,7 @@ dl_enter(DistlockCall *call, const char *fname, bool writes)
 
 	call->caller = GetUserId();
 	GetUserIdAndSecContext(&call->save_userid, &call->save_sec_context);
-	SetUserIdAndSecContext(exec_schema_owner(),
+	SetUserIdAndSecContext(dl_catalog()->schema_owner,
 						   call->save_sec_context |
 						   SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_RESTRICTED_OPERATION);

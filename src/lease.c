@@ -312,8 +312,7 @@ lease_expiry(Interval *ttl, TimestampTz now, Datum *value, char *null)
 static Oid
 lease_token_seq(void)
 {
-	Oid			seqid = get_relname_relid("token_seq",
-										  get_namespace_oid("distlock", false));
+	Oid			seqid = dl_catalog()->token_seq;
 	HeapTuple	tup;
 	Form_pg_sequence seq;
 	bool		ok;

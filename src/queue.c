@@ -8,8 +8,10 @@
  * (SKIP LOCKED), so concurrent claimers never wait for each other and never
  * receive the same job.  Before claiming, it reaps sessions that have
  * expired, so their running jobs are claimable at once whether or not
- * reap() has run.  At READ COMMITTED claims and acknowledgements work on
- * the table directly (direct.c); otherwise they are the statements below.
+ * reap() has run.  Each claim and acknowledgement is written twice, side
+ * by side below: as a statement through SPI, and as the same index scan,
+ * row lock and update made directly through the table AM (tables.c says
+ * how, and when the direct way applies: at READ COMMITTED, by default).
  *
  * Exactly-once acknowledgement: complete() and fail() first take the
  * session's use lock and check, on the clock read after it, that the
@@ -31,14 +33,20 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/pg_prng.h"
 #include "fmgr.h"
-#include "miscadmin.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/uuid.h"
 #include "utils/tuplestore.h"
 
 #include "distlock.h"
@@ -288,6 +296,136 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Claim up to max_jobs due (run_at <= now) pending jobs of queue for
+ * session_id, in claim order, skipping jobs of roles the caller may not
+ * act for; put them, as they now are, into store and their number into
+ * *claimed.  The caller holds the session's use lock and has found it live
+ * at now.  Returns false, doing nothing, where the direct paths do not
+ * apply.
+ */
+static bool
+queue_claim_direct(DistlockCall *call, Datum queue, Datum session_id,
+				int32 max_jobs, TimestampTz now, Tuplestorestate *store,
+				uint64 *claimed)
+{
+	const DistlockCatalog *cat;
+	JobsTable	jt;
+	AttrNumber	updated[4];
+	Relation	idx;
+	IndexScanDesc scan;
+	uint64		n = 0;
+
+	cat = dl_catalog();
+	updated[0] = cat->job_status;
+	updated[1] = cat->job_attempts;
+	updated[2] = cat->job_session_id;
+	updated[3] = cat->job_claimed_at;
+	if (!dl_jobs_open(&jt, updated, lengthof(updated)))
+		return false;
+	idx = index_open(cat->jobs_claim_idx, RowExclusiveLock);
+	scan = dl_jobs_scan(&jt, idx, F_TEXTEQ, queue);
+
+	while (n < (uint64) max_jobs &&
+		   index_getnext_slot(scan, ForwardScanDirection, jt.old))
+	{
+		Datum	   *v;
+
+		CHECK_FOR_INTERRUPTS();
+		dl_jobs_new_from_old(&jt);
+		v = jt.old->tts_values;
+		if (DatumGetObjectId(v[cat->job_status - 1]) != cat->status_pending ||
+			DatumGetTimestampTz(v[cat->job_run_at - 1]) > now ||
+			!dl_may_act_for(call,
+							DatumGetObjectId(v[cat->job_created_by - 1])))
+			continue;
+		if (!dl_jobs_lock_or_skip(&jt, scan->xs_snapshot))
+			continue;			/* held or changed by somebody else: skip */
+
+		dl_jobs_set(&jt, cat->job_status,
+					ObjectIdGetDatum(cat->status_running), false);
+		dl_jobs_set(&jt, cat->job_session_id, session_id, false);
+		dl_jobs_set(&jt, cat->job_claimed_at, TimestampTzGetDatum(now),
+					false);
+		dl_jobs_set(&jt, cat->job_attempts,
+					Int32GetDatum(DatumGetInt32(v[cat->job_attempts - 1]) + 1),
+					false);
+		/* the version is locked by us: the update cannot find it changed */
+		if (dl_jobs_update(&jt, scan->xs_snapshot, true) != TM_Ok)
+			elog(ERROR, "could not update locked job");
+
+		tuplestore_puttupleslot(store, jt.new);
+		n++;
+	}
+
+	dl_jobs_scan_end(scan);
+	index_close(idx, NoLock);
+	dl_jobs_close(&jt);
+	*claimed = n;
+	return true;
+}
+
+/*
+ * Complete job_id with result (NULL: none) at now if it is running for
+ * session_id, whose use lock the caller holds and which it has found live.
+ * *done says whether it was; *queue, if given, is then the job's queue
+ * (palloc'd).  Returns false, doing nothing, where the direct paths do not
+ * apply.
+ */
+static bool
+queue_complete_direct(Datum job_id, Datum session_id, Datum result,
+				   bool result_isnull, TimestampTz now, bool *done,
+				   text **queue)
+{
+	const DistlockCatalog *cat = dl_catalog();
+	AttrNumber	updated[3] = {
+		cat->job_status, cat->job_finished_at, cat->job_result
+	};
+	JobsTable	jt;
+	Relation	idx;
+	TM_Result	tm = TM_Updated;
+
+	if (!dl_jobs_open(&jt, updated, lengthof(updated)))
+		return false;
+	idx = index_open(cat->jobs_pkey, RowExclusiveLock);
+	*done = false;
+
+	/* changed by somebody else since our snapshot: look again */
+	while (tm == TM_Updated)
+	{
+		IndexScanDesc scan = dl_jobs_scan(&jt, idx, F_INT8EQ, job_id);
+		Datum	   *v;
+
+		tm = TM_Invisible;
+		if (index_getnext_slot(scan, ForwardScanDirection, jt.old))
+		{
+			dl_jobs_new_from_old(&jt);
+			v = jt.old->tts_values;
+			if (DatumGetObjectId(v[cat->job_status - 1]) ==
+				cat->status_running &&
+				!jt.old->tts_isnull[cat->job_session_id - 1] &&
+				memcmp(DatumGetUUIDP(v[cat->job_session_id - 1]),
+					   DatumGetUUIDP(session_id), UUID_LEN) == 0)
+			{
+				dl_jobs_set(&jt, cat->job_status,
+							ObjectIdGetDatum(cat->status_completed), false);
+				dl_jobs_set(&jt, cat->job_finished_at,
+							TimestampTzGetDatum(now), false);
+				dl_jobs_set(&jt, cat->job_result, result, result_isnull);
+				tm = dl_jobs_update(&jt, scan->xs_snapshot, true);
+				*done = tm == TM_Ok;
+				if (*done && queue)
+					*queue = DatumGetTextPCopy(v[cat->job_queue - 1]);
+			}
+		}
+		dl_jobs_scan_end(scan);
+	}
+
+	index_close(idx, NoLock);
+	dl_jobs_close(&jt);
+	return true;
+}
+
+/*
  * Claim up to max_jobs due jobs of queue for session_id, which the call
  * uses and found live until expires, after reaping expired sessions if
  * reap (dl_session_use() found some), and hand them to the caller of the
@@ -296,7 +434,7 @@ distlock_enqueue(PG_FUNCTION_ARGS)
  * job): a dead session's worker gets no new work.  The session itself is
  * never reaped here (session.c), so it still exists for whatever jobs are
  * claimed.  At READ COMMITTED the claim works on the table directly
- * (direct.c); otherwise it is one statement.
+ * (tables.c); otherwise it is one statement.
  */
 static void
 queue_claim(DistlockCall *call, FunctionCallInfo fcinfo, Datum queue,
@@ -311,7 +449,7 @@ queue_claim(DistlockCall *call, FunctionCallInfo fcinfo, Datum queue,
 		dl_reap_expired(now, DISTLOCK_REAP_BATCH);
 	if (expires <= now)
 		return;
-	if (dl_claim_direct(call, queue, session_id, max_jobs, now,
+	if (queue_claim_direct(call, queue, session_id, max_jobs, now,
 						rsinfo->setResult, &n))
 		return;
 
@@ -413,7 +551,7 @@ queue_complete_job(FunctionCallInfo fcinfo, text **queue)
 	values[2] = TimestampTzGetDatum(now);
 	values[3] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
 	nulls[3] = PG_ARGISNULL(2) ? 'n' : ' ';
-	if (dl_complete_direct(values[0], values[1], values[3], PG_ARGISNULL(2),
+	if (queue_complete_direct(values[0], values[1], values[3], PG_ARGISNULL(2),
 						   now, &done, queue))
 		return done;
 

@@ -65,6 +65,9 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
@@ -73,6 +76,8 @@
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/snapmgr.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/uuid.h"
@@ -193,6 +198,69 @@ typedef enum SessionState
 	SESSION_BUSY				/* expired as committed, heartbeat in flight */
 } SessionState;
 
+/*
+ * Read session_id's row as committed now, and as this transaction has
+ * changed it so far: its expires_at (if expires is given) and created_by.
+ * Returns false if there is none.  If others_expired is given, it is set
+ * to whether any session had expired when the row was read (for claim's
+ * reaping).  A plain read, without a row lock: see session.c for when that
+ * can be trusted.
+ */
+static bool
+session_read(Datum session_id, TimestampTz *expires, Oid *creator,
+				bool *others_expired)
+{
+	Relation	rel;
+	Relation	idx;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	bool		found;
+	const DistlockCatalog *cat = dl_catalog();
+
+	/* what earlier commands of this statement did is visible (a close) */
+	CommandCounterIncrement();
+	rel = table_open(cat->sessions, AccessShareLock);
+	slot = table_slot_create(rel, NULL);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+
+	idx = index_open(cat->sessions_pkey, AccessShareLock);
+	scan = dl_index_scan(rel, idx, snapshot, BTEqualStrategyNumber, F_UUID_EQ,
+					   session_id);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (found)
+	{
+		bool		isnull;
+
+		if (expires)
+			*expires = DatumGetTimestampTz(slot_getattr(slot,
+														cat->session_expires_at,
+														&isnull));
+		*creator = DatumGetObjectId(slot_getattr(slot,
+												 cat->session_created_by,
+												 &isnull));
+	}
+	index_endscan(scan);
+	index_close(idx, NoLock);
+
+	/* the first entry of sessions_expires_at_idx, if it is due */
+	if (found && others_expired)
+	{
+		idx = index_open(cat->sessions_expires_at_idx, AccessShareLock);
+		scan = dl_index_scan(rel, idx, snapshot, BTLessEqualStrategyNumber,
+						   F_TIMESTAMPTZ_LE,
+						   TimestampTzGetDatum(GetCurrentTimestamp()));
+		*others_expired = index_getnext_slot(scan, ForwardScanDirection, slot);
+		index_endscan(scan);
+		index_close(idx, NoLock);
+	}
+
+	UnregisterSnapshot(snapshot);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	return found;
+}
+
 /* Kinds of session lock tag (field4 of an advisory tag; core uses 1, 2). */
 #define SESSION_TAG_USE		0x4401
 #define SESSION_TAG_BEAT	0x4402
@@ -310,7 +378,7 @@ session_state_now(Datum session_id, Oid *creator)
 	Oid			role;
 	SessionState state;
 
-	if (!dl_session_read(session_id, &expires, &role, NULL))
+	if (!session_read(session_id, &expires, &role, NULL))
 		return SESSION_MISSING;
 	if (creator)
 		*creator = role;
@@ -318,7 +386,7 @@ session_state_now(Datum session_id, Oid *creator)
 		return SESSION_LIVE;
 	if (!session_lock(session_id, SESSION_TAG_BEAT, ShareLock, true))
 		return SESSION_BUSY;
-	if (!dl_session_read(session_id, &expires, &role, NULL))
+	if (!session_read(session_id, &expires, &role, NULL))
 		state = SESSION_MISSING;
 	else if (expires > GetCurrentTimestamp())
 		state = SESSION_LIVE;
@@ -355,7 +423,7 @@ session_acting_state(DistlockCall *call, Datum session_id,
 	if (!session_lock(session_id, SESSION_TAG_USE, ShareLock, true))
 	{
 		/* a close is in flight: wait for it only if the session is ours */
-		if (!dl_session_read(session_id, expires, &creator, NULL))
+		if (!session_read(session_id, expires, &creator, NULL))
 			return SESSION_MISSING;
 		session_check_access(call, creator, session_id);
 		session_lock(session_id, SESSION_TAG_USE, ShareLock, false);
@@ -379,7 +447,7 @@ session_acting_state(DistlockCall *call, Datum session_id,
 															  &isnull)));
 		}
 	}
-	else if (!dl_session_read(session_id, expires, &creator, others_expired))
+	else if (!session_read(session_id, expires, &creator, others_expired))
 		state = SESSION_MISSING;
 	else
 	{
@@ -390,7 +458,7 @@ session_acting_state(DistlockCall *call, Datum session_id,
 			if (state == SESSION_BUSY)
 				state = SESSION_EXPIRED;
 			if (state == SESSION_LIVE)
-				(void) dl_session_read(session_id, expires, &creator, NULL);
+				(void) session_read(session_id, expires, &creator, NULL);
 		}
 	}
 
@@ -640,7 +708,7 @@ distlock_heartbeat(PG_FUNCTION_ARGS)
 	values[0] = PG_GETARG_DATUM(0);
 
 	dl_enter(&call, "distlock.heartbeat()", true);
-	live = dl_session_read(values[0], NULL, &creator, NULL);
+	live = session_read(values[0], NULL, &creator, NULL);
 	if (live)
 	{
 		/* another role's session: refuse before taking any of its locks */

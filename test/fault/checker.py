@@ -14,10 +14,38 @@
 A history is what the clients saw (ops: one record per operation, with the
 transaction id, the server clock before (t0) and after (t1) the call, and
 the outcome ok / fail (definite) / info (unknown)), what the server recorded
-(audit: every row change of distlock's tables with its transaction id,
-server time and commit time; writes: the fenced resource's accepted writes;
-effects: the queue workers' effects; jobs: the final state of the queue),
-and the status of every transaction id after the run (xact).
+(wal: every change of distlock's rows and every commit record, as the
+test_decoding plugin printed them from the WAL; writes: the fenced
+resource's accepted writes; effects: the queue workers' effects; jobs,
+locks, sessions: the final state of distlock's tables), the status of every
+transaction id after the run (xact), and pg_stat_statements' counts of the
+statements distlock ran inside its functions (pgss).
+
+The WAL text is turned into one change record per row change (decode_wal):
+table, operation, transaction id, commit time, and the row before and
+after with the columns the invariants read, times in microseconds.  The
+harness puts nothing on distlock's tables (a trigger would divert the
+queue to its SQL path), so two things that its audit triggers used to
+record are derived here instead:
+
+  - the row before an UPDATE or DELETE.  test_decoding prints the old row
+    only under REPLICA IDENTITY FULL (a change to distlock's tables we do
+    not make); the WAL is in commit order, and a row's versions are
+    committed in the order they were made (each updater waits for the
+    previous one to end), so the old row is the row's previous version in
+    the stream.  The slot is created before the first row is written, so
+    every row's first version is there; a change to a row the stream never
+    showed is counted (and reported as a gap in the history).
+  - the server clock at the change.  What the invariants compare are the
+    times the rows carry (acquired_at, renewed_at, expires_at, heartbeat_at,
+    claimed_at, finished_at: each the clock of the call that wrote it).  The
+    change's own time served only to attribute it to an operation (the
+    latest with its transaction id that began before it, across restarts):
+    the commit time does that as well, since a change is made between its
+    operation's start and its commit (and "at" is the commit time here).
+    A session's deletion ends the session at the earlier of its commit and
+    the end (t1) of the call that deleted it; the deletion was made before
+    either.
 
 Invariants (shared/research/reliability.md, section 6):
 
@@ -52,10 +80,12 @@ Invariants (shared/research/reliability.md, section 6):
 """
 
 import bisect
+import calendar
 import collections
 import glob
 import json
 import os
+import re
 import sys
 
 INVARIANTS = ["L1", "L2", "L3", "L4", "L5", "L6", "Q1", "Q2", "Q3"]
@@ -86,14 +116,157 @@ def load(path):
         for fn in sorted(glob.glob(os.path.join(path, "ops-*.jsonl"))):
             raw.extend(read_jsonl(fn))
         h = dict(ops=raw)
-        for key in ("audit", "writes", "effects", "jobs", "xact", "faults"):
+        for key in ("writes", "effects", "jobs", "locks", "sessions", "xact", "faults",
+                    "pgss"):
             h[key] = read_jsonl(os.path.join(path, key + ".jsonl"))
         with open(os.path.join(path, "meta.json")) as f:
             h["meta"] = json.load(f)
+        # decoded as it is read: the text is the bulk of the history
+        with open(os.path.join(path, "wal.jsonl")) as f:
+            h["changes"], h["decoding"] = decode_wal(json.loads(ln) for ln in f)
     else:
         h = load_file(path)
+        h["changes"], h["decoding"] = decode_wal(h["wal"])
     h["ops"] = merge_ops(h["ops"])
     return h
+
+
+# ---------------------------------------------------------------------------
+# The WAL, as test_decoding prints it
+# ---------------------------------------------------------------------------
+
+# Per table: the key column, and the columns the checker reads under the
+# names it reads them by.
+TABLES = {
+    "locks": ("name", {"name": "name", "owner": "owner", "session_id": "session",
+                       "token": "token", "acquired_at": "acquired",
+                       "renewed_at": "renewed", "expires_at": "expires",
+                       "hold_until": "hold"}),
+    "sessions": ("id", {"id": "id", "owner": "owner", "created_at": "created",
+                        "heartbeat_at": "heartbeat", "expires_at": "expires"}),
+    "jobs": ("id", {"id": "id", "status": "status", "session_id": "session",
+                    "attempts": "attempts", "claimed_at": "claimed",
+                    "finished_at": "finished"}),
+}
+# "table distlock.jobs: UPDATE: id[bigint]:1 queue[text]:'q' ..."
+WAL_CHANGE = re.compile(r"table distlock\.(\w+): (INSERT|UPDATE|DELETE):(.*)\Z", re.S)
+# one column: name[type]:value, where value is 'quoted' ('' for a quote),
+# null, or a bare number; "old-key:" and "new-tuple:" mark the parts of an
+# UPDATE that changed the key
+WAL_COLUMN = re.compile(r"\s*(?:(old-key|new-tuple):\s*)?([^\[\s]+)\[(.*?)\]:"
+                        r"('(?:[^']|'')*'|\S+)", re.S)
+# "COMMIT 1234 (at 2026-11-23 13:40:13.596894+00)"
+WAL_COMMIT = re.compile(r"COMMIT (\d+) \(at (.+)\)\Z")
+# timestamptz in ISO style: workload.py reads the slot with TimeZone UTC
+TIMESTAMPTZ = re.compile(r"(\d{4,})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,6}))?"
+                         r"(?:([+-])(\d\d)(?::?(\d\d))?(?::?(\d\d))?)?\Z")
+UNCHANGED = object()        # a TOASTed value the update did not change
+
+
+def us(text):
+    """A timestamptz printed in ISO style, as microseconds since the epoch
+    (what fault.us() computes on the server)."""
+    if text in ("infinity", "-infinity"):
+        return (1 if text == "infinity" else -1) * 2 ** 62
+    m = TIMESTAMPTZ.match(text)
+    if m is None:
+        raise ValueError("cannot read timestamp %r" % text)
+    g = m.groups()
+    secs = calendar.timegm(tuple(int(x) for x in g[:6]) + (0, 0, 0))
+    if g[7]:
+        off = int(g[8]) * 3600 + int(g[9] or 0) * 60 + int(g[10] or 0)
+        secs -= off if g[7] == "+" else -off
+    return secs * 1000000 + int((g[6] or "0").ljust(6, "0"))
+
+
+def wal_value(typ, raw):
+    if raw == "null":
+        return None
+    if raw == "unchanged-toast-datum":
+        return UNCHANGED
+    v = raw[1:-1].replace("''", "'") if raw.startswith("'") else raw
+    if typ in ("bigint", "integer", "smallint"):
+        return int(v)
+    if typ == "timestamp with time zone":
+        return us(v)
+    return v
+
+
+def wal_columns(text):
+    """The columns of one change: (old key, new tuple) as dicts."""
+    old_key, new = {}, {}
+    into = new
+    pos = 0
+    text = text.rstrip()
+    while pos < len(text):
+        m = WAL_COLUMN.match(text, pos)
+        if m is None:
+            raise ValueError("cannot read the columns of %r at %d" % (text[:200], pos))
+        if m.group(1) == "old-key":
+            into = old_key
+        elif m.group(1) == "new-tuple":
+            into = new
+        into[m.group(2)] = wal_value(m.group(3), m.group(4))
+        pos = m.end()
+    return old_key, new
+
+
+def decode_wal(lines):
+    """Change records (id, tbl, op, xid, at, commit, old, new) from the
+    slot's lines ({"lsn", "xid", "data"}, in WAL order): see the module's
+    comment for how old and at are derived.  Returns them, and the counts
+    of what could not be derived (changes to rows the stream had not shown
+    before, changes without a commit) with each row's last version
+    ("last"), which the final state of the tables must match."""
+    out = []
+    stats = collections.Counter()
+    last = {}                   # (table, key) -> the row's latest columns
+    pending = []                # changes of the transaction being read
+    for ln in lines:
+        data = ln["data"]
+        m = WAL_COMMIT.match(data)
+        if m is not None:
+            commit = us(m.group(2))
+            for rec in pending:
+                if rec["xid"] != int(m.group(1)):
+                    stats["xid_mismatch"] += 1
+                rec["commit"] = rec["at"] = commit
+            if pending:
+                stats["commits"] += 1
+            out.extend(pending)
+            pending = []
+            continue
+        m = WAL_CHANGE.match(data)
+        if m is None:
+            continue            # BEGIN, or a change of another table
+        tbl, kind, rest = m.groups()
+        if tbl not in TABLES:
+            continue
+        keycol, cols = TABLES[tbl]
+        old_key, row = wal_columns(rest)
+        key = (old_key or row).get(keycol)
+        prev = last.get((tbl, key))
+        if kind != "INSERT" and prev is None:
+            stats["unseen"] += 1
+            prev = {}
+        if kind == "DELETE":
+            last.pop((tbl, key), None)
+        else:
+            # only the columns read here are kept
+            row = {c: prev.get(c) if row.get(c) is UNCHANGED else row.get(c) for c in cols}
+            if old_key:
+                last.pop((tbl, key), None)
+            last[(tbl, row[keycol])] = row
+
+        def pick(r):
+            return None if r is None else {cols[c]: r.get(c) for c in cols}
+        pending.append(dict(id=len(out) + len(pending) + 1, tbl=tbl, op=kind[0],
+                            xid=ln["xid"], lsn=ln.get("lsn"),
+                            old=pick(prev) if kind != "INSERT" else None,
+                            new=pick(row) if kind != "DELETE" else None))
+        stats["changes"] += 1
+    stats["uncommitted"] = len(pending)
+    return out, dict(stats, last=last)
 
 
 def load_file(path):
@@ -125,8 +298,11 @@ def load_file(path):
         for kind, recs in h.get("add", {}).items():
             b.setdefault(kind, []).extend(recs)
         h = b
-    for key in ("ops", "audit", "writes", "effects", "jobs", "xact", "faults"):
+    for key in ("ops", "wal", "writes", "effects", "jobs", "locks", "sessions", "xact",
+                "faults", "pgss"):
         h.setdefault(key, [])
+    # hand-written WAL lines are in LSN order, planted ones included
+    h["wal"].sort(key=lambda ln: tuple(int(x, 16) for x in ln["lsn"].split("/")))
     h.setdefault("meta", {})
     return h
 
@@ -170,7 +346,7 @@ class Check:
         self.v = collections.defaultdict(list)     # invariant -> [messages]
         self.fig = collections.OrderedDict()
         self.ops = h["ops"]
-        self.audit = sorted(h["audit"], key=lambda a: (a.get("commit") or 0, a["id"]))
+        self.changes = sorted(h["changes"], key=lambda a: (a.get("commit") or 0, a["id"]))
         self.xact = {x["xid"]: x for x in h["xact"]}
         self.restart_bounds = [(r.get("before_us"), r.get("after_us"))
                                for r in h["meta"].get("restarts", [])]
@@ -204,7 +380,7 @@ class Check:
                 self.committed[id(op)] = c
         self.rows = collections.defaultdict(list)     # id(op) -> rows
         self.unattributed = []
-        for kind in ("audit", "writes", "effects"):
+        for kind in ("changes", "writes", "effects"):
             for row in self.h[kind]:
                 op = self.owner_at(row["xid"], row.get("at"))
                 if op is None:
@@ -242,7 +418,7 @@ class Check:
     def sessions(self):
         ivs = collections.defaultdict(list)
         ended = {}
-        for a in self.audit:
+        for a in self.changes:
             if a["tbl"] != "sessions":
                 continue
             if a["op"] in ("I", "U"):
@@ -253,7 +429,13 @@ class Check:
                 ivs[n["id"]].append((start, n["expires"]))
             elif a["op"] == "D":
                 sid = a["old"]["id"]
-                ended[sid] = min(ended.get(sid, a["at"]), a["at"])
+                # the deletion came before its commit (at) and before the
+                # end of the call that made it
+                end = a["at"]
+                op = self.op_of(a)
+                if op is not None and op.get("t1") is not None:
+                    end = min(end, op["t1"])
+                ended[sid] = min(ended.get(sid, end), end)
         self.sess = {}
         for sid, lst in ivs.items():
             lst.sort()
@@ -278,7 +460,7 @@ class Check:
     # -- locks ----------------------------------------------------------------
 
     def locks(self):
-        lock_rows = [a for a in self.audit if a["tbl"] == "locks"]
+        lock_rows = [a for a in self.changes if a["tbl"] == "locks"]
         self.grants = collections.defaultdict(list)     # name -> grant rows
         takeovers = reentries = renews = releases = 0
         for a in lock_rows:
@@ -437,7 +619,7 @@ class Check:
     def fenced_writes(self):
         writes = sorted(self.h["writes"], key=lambda w: (w.get("commit") or 0, w["id"]))
         versions = collections.defaultdict(list)     # name -> [(commit, new row)]
-        for a in self.audit:
+        for a in self.changes:
             if a["tbl"] == "locks" and a.get("new") is not None:
                 versions[a["new"]["name"]].append((a.get("commit") or 0, a["new"]))
         version_commits = {n: [c for c, _ in vs] for n, vs in versions.items()}
@@ -487,7 +669,7 @@ class Check:
         completions = collections.defaultdict(list)
         claims = collections.Counter()
         enqueued = set()
-        for a in self.audit:
+        for a in self.changes:
             if a["tbl"] != "jobs":
                 continue
             if a["op"] == "I":
@@ -612,9 +794,9 @@ class Check:
 
     def expect_rows(self, op, rows):
         kind, r = op["op"], op.get("r")
-        locks = [row for k, row in rows if k == "audit" and row["tbl"] == "locks"]
-        jobs = [row for k, row in rows if k == "audit" and row["tbl"] == "jobs"]
-        sess = [row for k, row in rows if k == "audit" and row["tbl"] == "sessions"]
+        locks = [row for k, row in rows if k == "changes" and row["tbl"] == "locks"]
+        jobs = [row for k, row in rows if k == "changes" and row["tbl"] == "jobs"]
+        sess = [row for k, row in rows if k == "changes" and row["tbl"] == "sessions"]
         writes = [row for k, row in rows if k == "writes"]
         effects = [row for k, row in rows if k == "effects"]
         who = op.get("owner") or op["c"]
@@ -754,7 +936,7 @@ def report(path):
     v = ck.run()
     got = ck.faults()
     f = ck.fig
-    name = meta.get("scenario", "history")
+    name = meta.get("name") or meta.get("scenario", "history")
     ops = collections.Counter()
     outcomes = collections.Counter()
     for op in h["ops"]:
@@ -762,7 +944,7 @@ def report(path):
         outcomes[op["outcome"]] += 1
     print("# %s (%s, seed %s, %s): %s s" % (meta.get("title", name), meta.get("mode"),
                                             meta.get("seed"),
-                                            "through PgBouncer" if meta.get("pool") else "direct",
+                                            "through PgBouncer" if meta.get("pool") else "direct connections",
                                             meta.get("end_s")))
     print("# operations %d: %s; ok %d, definite failures %d, unknown %d (resolved by"
           " pg_xact_status: %s)"
@@ -819,6 +1001,15 @@ def report(path):
     verdict("Q2", "no acknowledgement accepted from an expired or foreign session", q)
     verdict("Q3", "no job lost (%d of %d completed)" % (f.get("completed", 0), f.get("jobs", 0)), q)
 
+    if "wal_lines" in meta:
+        ok, text, notes = wal_complete(h)
+        line(ok, text)
+        for m in notes[:EXAMPLES]:
+            print("#   %s" % m)
+    if "diverters" in meta:
+        ok, text = which_path(h, ck)
+        line(ok, text)
+
     pers = meta.get("persistence", [])
     if pers:
         bad = [p for p in pers if p[2] != "p"]
@@ -847,6 +1038,181 @@ def report(path):
         line(False, "the run hit its time limit")
 
 
+def wal_complete(h):
+    """Whether the history read from the slot is whole: every change
+    followed the row's earlier version in the stream, every change had its
+    commit, and the last version of every row is the row's final state in
+    the table (so no committed change was lost to a crash or missed)."""
+    dec, meta = h["decoding"], h["meta"]
+    last = dec["last"]
+    notes = []
+    if dec.get("unseen"):
+        notes.append("%d changes to rows the stream had not shown before" % dec["unseen"])
+    if dec.get("uncommitted"):
+        notes.append("%d changes without a commit record" % dec["uncommitted"])
+    if dec.get("xid_mismatch"):
+        notes.append("%d changes under another transaction id than their commit's"
+                      % dec["xid_mismatch"])
+    if meta.get("xid_epoch"):
+        notes.append("transaction id epoch %s: the WAL's 32-bit ids do not match the"
+                     " clients' xid8" % meta["xid_epoch"])
+    rows = collections.Counter()
+    checks = [
+        ("jobs", "id", h["jobs"], [("status", "status"), ("attempts", "attempts"),
+                                   ("session_id", "sid")]),
+        ("locks", "name", h["locks"], [("owner", "owner"), ("session_id", "session"),
+                                       ("token", "token"), ("expires_at", "expires")]),
+        ("sessions", "id", h["sessions"], [("owner", "owner"), ("expires_at", "expires")]),
+    ]
+    for tbl, key, final, cols in checks:
+        wal = {k: r for (t, k), r in last.items() if t == tbl}
+        table = {r[key]: r for r in final}
+        rows[tbl] = len(table)
+        for k in sorted(set(wal) | set(table), key=str):
+            w, t = wal.get(k), table.get(k)
+            if w is None or t is None:
+                notes.append("%s %r is %s" % (tbl, k, "in the table but not in the WAL"
+                                             if w is None else "in the WAL but not in the table"))
+                continue
+            diff = ["%s %r (WAL) vs %r (table)" % (c, w.get(c), t.get(f_))
+                    for c, f_ in cols if w.get(c) != t.get(f_)]
+            if diff:
+                notes.append("%s %r: %s" % (tbl, k, "; ".join(diff)))
+    text = ("the history read from the WAL is complete: %d changes of distlock's rows in"
+            " %d transactions, each after its row's earlier version; the last version of"
+            " every row is the row's"
+            " final state (%d jobs, %d locks, %d sessions); read in %.1f s"
+            % (dec.get("changes", 0), dec.get("commits", 0), rows["jobs"], rows["locks"],
+               rows["sessions"], meta.get("wal_read_s") or 0))
+    if notes:
+        text += " -- %d problems" % len(notes)
+    return not notes, text, notes
+
+
+# The statements of the queue's SQL path (src/queue.c) as pg_stat_statements
+# keeps them: constants become $n (after the statement's own parameters), so
+# the patterns take any number there, and runs of white space are read as one
+# space.  The SQL-path run checks that these patterns do match.
+SQL_PATH = [
+    ("claim_stmt", re.compile(
+        r"^WITH claimed AS \( ?UPDATE distlock\.jobs SET status = \$\d+(::[\w.]+)?,"
+        r" session_id = \$2, claimed_at = \$3, .*FOR UPDATE SKIP LOCKED")),
+    ("claim_one_stmt", re.compile(
+        r"^UPDATE distlock\.jobs SET status = \$\d+(::[\w.]+)?,"
+        r" session_id = \$2, claimed_at = \$3, .*FOR UPDATE SKIP LOCKED")),
+    ("complete_held_stmt", re.compile(
+        r"^UPDATE distlock\.jobs SET status = \$\d+(::[\w.]+)?, finished_at = \$3,"
+        r" result = \$4 WHERE id = \$1 ")),
+    ("complete_batch_held_stmt", re.compile(
+        r"^UPDATE distlock\.jobs SET status = \$\d+(::[\w.]+)?, finished_at = \$3,"
+        r" result = \$4 WHERE id = ANY \(\$1\) ")),
+]
+
+
+def sql_path_statement(text):
+    text = " ".join(text.split())
+    for name, rx in SQL_PATH:
+        if rx.search(text):
+            return name
+    return None
+
+
+def pgss_calls(h):
+    """Calls per statement of distlock's nested statements over the run.
+    A crash (or a restart) may start the counters again, under a new
+    stats_reset: the counts of each counter lifetime (the largest sample
+    in it) are added up.  Returns (calls per statement name or query id,
+    samples, lifetimes, entries evicted)."""
+    texts = dict(h["meta"].get("pgss_queries") or {})
+    lives = collections.OrderedDict()
+    samples = dealloc = 0
+    for r in h["pgss"]:
+        if r.get("k") == "text":
+            texts[r["q"]] = r["text"]
+        elif r.get("k") == "sample":
+            samples += 1
+            life = lives.setdefault(r.get("reset"), {})
+            for q, n in r["calls"].items():
+                life[q] = max(life.get(q, 0), n)
+            dealloc = max(dealloc, r.get("dealloc") or 0)
+    calls = collections.Counter()
+    for life in lives.values():
+        for q, n in life.items():
+            calls[sql_path_statement(texts.get(q, "")) or "other"] += n
+    return calls, samples, len(lives), dealloc
+
+
+def which_path(h, ck):
+    """Whether the calls took the path the run is for: with
+    distlock.direct_path on (the default), claims and acknowledgements work
+    on the table directly and the SQL path's statements never run; with it
+    off, they run.  Nothing on distlock's tables may divert them (a trigger,
+    a rule, forced row security), and pg_stat_statements must have counted
+    distlock's other nested statements, or its zero would prove nothing."""
+    meta, f = h["meta"], ck.fig
+    want = meta.get("path", "direct")
+    setting = (meta.get("settings") or {}).get("distlock.direct_path")
+    calls, samples, lives, dealloc = pgss_calls(h)
+    claim = calls["claim_stmt"] + calls["claim_one_stmt"]
+    ack = calls["complete_held_stmt"] + calls["complete_batch_held_stmt"]
+    bad = []
+    if setting != ("on" if want == "direct" else "off"):
+        bad.append("distlock.direct_path is %r" % setting)
+    if meta.get("diverters"):
+        bad.append("diverted by %s" % meta["diverters"])
+    if not samples:
+        bad.append("no pg_stat_statements sample")
+    if dealloc:
+        bad.append("pg_stat_statements evicted %d entries" % dealloc)
+    if not calls["other"]:
+        bad.append("pg_stat_statements counted none of distlock's nested statements")
+    tail = ("; distlock's other statements inside its functions %d calls (pg_stat_statements,"
+            " track = all: %d samples over %d counter lifetimes); no trigger, rule or forced"
+            " row security on distlock's tables" % (calls["other"], samples, lives))
+    if not ck.has_queue:
+        return not bad, ("path: distlock.direct_path = %s; the lease functions have one"
+                         " implementation%s%s" % (setting, tail,
+                                                  " -- " + "; ".join(bad) if bad else ""))
+    if not f.get("claims") or not f.get("completed"):
+        bad.append("no claim or acknowledgement to judge")
+    if want == "direct" and (claim or ack):
+        bad.append("the SQL path ran")
+    if want == "sql" and not (claim and ack):
+        bad.append("the SQL path did not run")
+    head = ("production path: claims and acknowledgements worked on the table directly"
+            if want == "direct" else
+            "SQL path: claims and acknowledgements ran as SQL statements")
+    return not bad, (
+        "%s (distlock.direct_path = %s): %d claims and %d completions in the WAL;"
+        " SQL claim statements %d calls (claim_stmt %d, claim_one_stmt %d), SQL"
+        " acknowledgement statements %d calls (complete_held_stmt %d,"
+        " complete_batch_held_stmt %d)%s%s"
+        % (head, setting, f["claims"], f["completed"], claim, calls["claim_stmt"],
+           calls["claim_one_stmt"], ack, calls["complete_held_stmt"],
+           calls["complete_batch_held_stmt"], tail, " -- " + "; ".join(bad) if bad else ""))
+
+
+def selftest_decoding(desc, h, expected):
+    """The WAL text of a hand-written history must decode to the changes
+    written out beside it ("decoded"), old rows rebuilt from the stream."""
+    fields = ("id", "tbl", "op", "xid", "lsn", "at", "commit", "old", "new")
+    got = [{k: a.get(k) for k in fields} for a in h["changes"]]
+    want = [{k: a.get(k) for k in fields} for a in expected]
+    good = got == want and not h["decoding"].get("unseen") \
+        and not h["decoding"].get("uncommitted")
+    print("%s - checker self-test: the WAL text of the %s decodes to its %d row changes,"
+          " each with the row's earlier version%s"
+          % ("ok" if good else "not ok", desc.split(" (")[0], len(want),
+             "" if good else " (got %d)" % len(got)))
+    if not good:
+        for g, w in zip(got, want):
+            if g != w:
+                print("#   decoded %s" % json.dumps(g))
+                print("#   written %s" % json.dumps(w))
+                break
+    return good
+
+
 def selftest(d):
     ok = True
     files = sorted(glob.glob(os.path.join(d, "*.json")))
@@ -855,6 +1221,8 @@ def selftest(d):
         want = set(h["meta"].get("expect", []))
         ck = Check(h)
         got = {k for k, msgs in ck.run().items() if msgs}
+        if "diverters" in h["meta"] and not which_path(h, ck)[0]:
+            got.add("path")
         name = os.path.splitext(os.path.basename(fn))[0]
         desc = h["meta"].get("planted", "")
         good = got == want
@@ -871,6 +1239,10 @@ def selftest(d):
             for k, msgs in ck.v.items():
                 for m in msgs[:EXAMPLES]:
                     print("#   %s: %s" % (k, m))
+        with open(fn) as f:
+            expected = json.load(f).get("decoded")
+        if expected is not None:
+            ok = selftest_decoding(desc or name, h, expected) and ok
     if not files:
         print("not ok - checker self-test: no histories in %s" % d)
         ok = False

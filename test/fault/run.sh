@@ -8,12 +8,19 @@
 #
 # First the history checker's self-test (planted violations must each be
 # flagged, a clean history must pass), then each scenario on a throwaway
-# cluster of its own (track_commit_timestamp on): D1 locks, D2 queue, D4
-# crash cycles, and the pool hop through PgBouncer in transaction pooling
-# mode (with the advisory-lock comparison).  workload.py runs the clients and
-# injects the faults, checker.py judges the recorded history.  Prints
-# "ok - ..." / "not ok - ..." lines; every process started here is stopped
-# by PID on exit.
+# cluster of its own: D1 locks, D2 queue, D4 crash cycles, and the pool hop
+# through PgBouncer in transaction pooling mode (with the advisory-lock
+# comparison), with distlock.direct_path on, the default; then the queue
+# scenarios once more, smaller, with distlock.direct_path = off in
+# postgresql.conf (d2-sql, pool-sql): the queue's two implementations each
+# face the faults.  workload.py runs the clients and injects the faults,
+# checker.py judges the recorded history and which path the calls took.
+# The clusters keep the history without touching distlock's tables: a
+# logical replication slot (wal_level = logical, test_decoding) and commit
+# timestamps record every change of their rows, and pg_stat_statements
+# (track = all) counts the statements distlock runs inside its functions.
+# Prints "ok - ..." / "not ok - ..." lines; every process started here is
+# stopped by PID on exit.
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,7 +31,7 @@ fault="$top/test/fault"
 SOAK=${SOAK:-0}
 SEED=${SEED:-$(( (RANDOM << 15 | RANDOM) % 1000000 ))}
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(d1 d2 d4 pool)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(d1 d2 d4 pool d2-sql pool-sql)
 mode=gate
 soak_flag=()
 if [ "$SOAK" != 0 ]; then
@@ -115,7 +122,18 @@ $py "$fault/checker.py" --selftest "$fault/histories" ||
 
 for s in "${scenarios[@]}"; do
 	# a scenario's seed depends on its name, not on which ones run
-	case $s in d1) i=1 ;; d2) i=2 ;; d4) i=3 ;; pool) i=4 ;; *) i=0 ;; esac
+	case $s in
+		d1) i=1 ;; d2) i=2 ;; d4) i=3 ;; pool) i=4 ;;
+		d2-sql) i=5 ;; pool-sql) i=6 ;; *) i=0 ;;
+	esac
+	# NAME-sql: scenario NAME on the queue's SQL path
+	scenario=${s%-sql}
+	path=direct
+	conf=()
+	if [ "$scenario" != "$s" ]; then
+		path=sql
+		conf=("distlock.direct_path = off")
+	fi
 	d="$work/$s"
 	mkdir -p "$d"
 	chmod 755 "$d"
@@ -124,12 +142,15 @@ for s in "${scenarios[@]}"; do
 	echo "== $s (seed $seed)"
 	if ! cluster_start "$d/cluster" "track_commit_timestamp = on" \
 		"restart_after_crash = on" "max_connections = 200" \
-		"log_min_messages = warning"; then
+		"log_min_messages = warning" \
+		"wal_level = logical" "max_replication_slots = 4" \
+		"shared_preload_libraries = 'pg_stat_statements'" \
+		"pg_stat_statements.track = all" "${conf[@]}"; then
 		echo "not ok - $s: cluster did not start"
 		continue
 	fi
 	pool=()
-	if [ "$s" = pool ]; then
+	if [ "$scenario" = pool ]; then
 		if ! pgbouncer_start "$d/pgbouncer"; then
 			echo "not ok - $s: pgbouncer did not start"
 			stop_all "$d"
@@ -138,7 +159,8 @@ for s in "${scenarios[@]}"; do
 		pool=(--pool-port "$PGB_PORT")
 	fi
 	t0=$SECONDS
-	if $py "$fault/workload.py" run --scenario "$s" --dir "$d/history" \
+	if $py "$fault/workload.py" run --scenario "$scenario" --path "$path" \
+		--dir "$d/history" \
 		--port "$PGPORT" --cluster-dir "$d/cluster" --seed "$seed" \
 		"${pool[@]}" "${soak_flag[@]}" >"$d/workload.log" 2>&1; then
 		$py "$fault/checker.py" "$d/history" ||
@@ -161,3 +183,4 @@ for s in "${scenarios[@]}"; do
 	rm -rf "$d/cluster/data"	# the histories and logs stay
 	current=
 done
+echo "# fault suite took $SECONDS s"

@@ -2,28 +2,47 @@
 """test/fault/workload.py -- load generator and fault injector for distlock.
 
     workload.py run --scenario NAME --dir DIR --port PORT --cluster-dir CDIR
-                    [--pool-port PORT] [--seed N] [--soak]
+                    [--pool-port PORT] [--seed N] [--soak] [--path direct|sql]
     workload.py advisory --port PORT --pool-port PORT [--seed N]
 
 "run" drives one scenario of the fault-injection suite against a throwaway
-cluster that test/fault/run.sh started: it installs distlock and the
-harness's audit triggers (setup.sql), starts lock clients and queue workers
-as separate processes, injects faults while they run (pg_terminate_backend
-of client backends, SIGSTOP of lease holders and job holders beyond their
-ttl then SIGCONT, SIGKILL of clients, immediate-stop restarts of the server,
-SIGKILL of a backend), stops them, and exports the server's side of the
-history.  Everything lands in DIR as JSON lines for checker.py:
+cluster that test/fault/run.sh started (wal_level = logical, pg_stat_statements
+preloaded with track = all): it installs distlock and the harness's own
+objects (setup.sql, nothing on distlock's tables), creates the logical
+replication slot "fault" (test_decoding) before the first row is written,
+starts lock clients and queue workers as separate processes, injects faults
+while they run (pg_terminate_backend of client backends, SIGSTOP of lease
+holders and job holders beyond their ttl then SIGCONT, SIGKILL of clients,
+immediate-stop restarts of the server, SIGKILL of a backend), stops them,
+and exports the server's side of the history.  Everything lands in DIR as
+JSON lines for checker.py:
 
     ops-*.jsonl     one line per client operation ("op"), and before each
                     COMMIT a "pre" line with the transaction id, so that an
                     operation cut short by a kill can still be resolved
     faults.jsonl    every fault injected
-    audit.jsonl     the audit rows of distlock's tables, with commit times
+    wal.jsonl       the slot's changes of distlock's tables and the commit
+                    records, as test_decoding printed them ({lsn, xid,
+                    data}; checker.py parses them)
+    pgss.jsonl      samples of pg_stat_statements' counts of distlock's
+                    nested statements: which path claims and
+                    acknowledgements took
     writes.jsonl    accepted fenced writes; effects.jsonl queue effects
-    jobs.jsonl      the jobs' final state
+    jobs.jsonl, locks.jsonl, sessions.jsonl
+                    the final state of distlock's tables
     xact.jsonl      pg_xact_status() and commit time of every transaction id
                     a client saw
-    meta.json       scenario, seed, parameters, fault floors, liveness
+    meta.json       scenario, seed, parameters, fault floors, liveness,
+                    settings, and what could divert the queue's path
+
+The slot is created before the workload and read only at the end, with
+pg_logical_slot_peek_changes(): a slot survives crashes (its state is on
+disk, and it keeps the WAL from its restart_lsn on), and nothing is
+consumed, so no change is lost to an immediate restart or to a failed read.
+
+--path sql says the cluster runs with distlock.direct_path = off (run.sh
+puts it in postgresql.conf) and picks the scenario's smaller numbers for
+that run; the checker then expects the SQL statements to have run.
 
 Every client operation is one transaction whose first statement returns
 pg_current_xact_id(), the server clock before the call (t0), the call's
@@ -88,6 +107,18 @@ SCENARIOS = {
                      drain_s=60, max_time=400,
                      floors=dict(term=60, kill=40, pause_outlived=20, restart=3,
                                  zombie_acks=5, redeliveries=500)),
+        # The same on the SQL path (distlock.direct_path = off), smaller:
+        # the gate's second run, and the soak's at the gate's size.
+        "gate_sql": dict(workers=8, jobs=8000, term=1.0, kill=2.0, pause=4.0,
+                         restart_progress=[0.5], fault_until_progress=0.9,
+                         max_time=100,
+                         floors=dict(term=5, kill=3, pause_outlived=1, restart=1,
+                                     zombie_acks=1, redeliveries=30)),
+        "soak_sql": dict(workers=8, jobs=20000, term=1.0, kill=2.0, pause=4.0,
+                         restart_progress=[0.5], fault_until_progress=0.9,
+                         max_time=150,
+                         floors=dict(term=10, kill=6, pause_outlived=3, restart=1,
+                                     zombie_acks=1, redeliveries=100)),
     },
     # D4: crash cycles.  Both workloads at a quarter of the scale; at the end
     # of every cycle an immediate stop, a downtime longer than every ttl,
@@ -118,8 +149,17 @@ SCENARIOS = {
                      floors=dict(term=200, kill=30, pause_outlived=20, crash=2,
                                  grants=1000, takeovers=100, zombie_acks=3,
                                  redeliveries=100)),
+        # On the SQL path: half the gate's time (soak: the gate's numbers).
+        "gate_sql": dict(pool=True, lock_clients=8, names=4, workers=4, jobs=4000,
+                         duration=15, term=0.5, kill=3.0, pause=3.0, crashes=[0.5],
+                         max_time=100,
+                         floors=dict(term=20, kill=3, pause_outlived=2, crash=1,
+                                     grants=60, takeovers=10, zombie_acks=1,
+                                     redeliveries=10)),
     },
 }
+# The pool hop's soak on the SQL path runs the gate's numbers.
+SCENARIOS["pool"]["soak_sql"] = SCENARIOS["pool"]["gate"]
 
 LOCK_TTL_MS = (200, 2000)       # lease ttl, uniform
 SESSION_TTL_S = 1.0             # queue workers' session ttl
@@ -514,7 +554,9 @@ class Orchestrator:
         spec = SCENARIOS[a.scenario]
         self.title = spec["title"]
         self.mode = "soak" if a.soak else "gate"
-        self.p = dict(spec[self.mode])
+        self.path = a.path
+        self.name = a.scenario + ("-sql" if a.path == "sql" else "")
+        self.p = dict(spec[self.mode + ("_sql" if a.path == "sql" else "")])
         self.p.update(json.loads(a.set or "{}"))
         self.rng = random.Random(a.seed)
         self.dir = a.dir
@@ -540,8 +582,12 @@ class Orchestrator:
         self.counts = {}
         self.restarts = []
         self.restart_proc = None
-        self.meta = dict(scenario=a.scenario, title=self.title, mode=self.mode,
-                         seed=a.seed, pool=self.pool, params=self.p,
+        self.pgss = History(os.path.join(self.dir, "pgss.jsonl"))
+        self.pgss_texts = {}
+        self.meta = dict(scenario=a.scenario, name=self.name, path=self.path,
+                         title=self.title + (" (distlock.direct_path = off)"
+                                             if self.path == "sql" else ""),
+                         mode=self.mode, seed=a.seed, pool=self.pool, params=self.p,
                          floors=self.p.get("floors", {}),
                          lock_ttl_ms=LOCK_TTL_MS, session_ttl_s=SESSION_TTL_S)
 
@@ -598,12 +644,26 @@ class Orchestrator:
         with psycopg.connect(self.direct, autocommit=True) as c:
             with open(os.path.join(HERE, "setup.sql")) as f:
                 c.execute(f.read())
+            # The history of distlock's rows: a logical slot created before
+            # the first of them is written (its own transaction: a slot
+            # cannot be created in one that wrote).  Read at the end.
+            self.meta["slot_lsn"] = c.execute(
+                "SELECT lsn::text FROM pg_create_logical_replication_slot("
+                "'fault', 'test_decoding')").fetchone()[0]
             for i in range(self.p.get("names", 0)):
                 c.execute("INSERT INTO fault.resource (name) VALUES (%s)", ("n%d" % i,))
             self.meta["settings"] = dict(c.execute(
                 "SELECT name, setting FROM pg_settings WHERE name IN"
                 " ('track_commit_timestamp', 'synchronous_commit', 'fsync',"
-                " 'restart_after_crash', 'lock_timeout', 'server_version')").fetchall())
+                " 'restart_after_crash', 'lock_timeout', 'server_version',"
+                " 'wal_level', 'shared_preload_libraries',"
+                " 'pg_stat_statements.track', 'debug_assertions')").fetchall())
+            # what the clients' sessions run with (postgresql.conf; CREATE
+            # EXTENSION loaded the library in this session)
+            self.meta["settings"]["distlock.direct_path"] = c.execute(
+                "SELECT current_setting('distlock.direct_path', true)").fetchone()[0]
+            # count from here on: setup's statements are not the workload's
+            c.execute("SELECT pg_stat_statements_reset()")
         q = self.p.get("jobs", 0)
         batch = 2000
         for lo in range(1, q + 1, batch):
@@ -703,6 +763,7 @@ class Orchestrator:
             return False
         pid = self.rng.choice(rows)[0]
         before = self.h.server_us()
+        self.pgss_sample("crash")
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -721,6 +782,7 @@ class Orchestrator:
 
     def start_restart(self, down):
         before = self.h.server_us()
+        self.pgss_sample("restart")
         self.restart_proc = subprocess.Popen(
             ["bash", os.path.join(HERE, "server.sh"), "restart", self.a.cluster_dir,
              str(down)],
@@ -741,6 +803,33 @@ class Orchestrator:
                 break
             time.sleep(0.1)
         self.restarts[-1]["after_us"] = after
+
+    # -- which path ran --------------------------------------------------------
+
+    def pgss_sample(self, why):
+        """Record pg_stat_statements' counts of the statements distlock runs
+        inside its functions.  A crash (and the restart after an immediate
+        stop) may start the counters again from zero, with a new
+        stats_reset: the checker adds up the largest sample of each counter
+        lifetime.  Samples are taken every 0.5 s, right before each restart
+        and crash the harness causes, and at the end."""
+        rows = self.h.q(
+            "SELECT fault.us(i.stats_reset), i.dealloc, s.queryid, s.calls, s.query"
+            " FROM pg_stat_statements_info i LEFT JOIN pg_stat_statements s"
+            " ON s.dbid = (SELECT oid FROM pg_database WHERE datname = 'fault')"
+            " AND NOT s.toplevel AND s.query LIKE '%%distlock.%%'")
+        if not rows:
+            return
+        calls = {}
+        for _, _, qid, n, text in rows:
+            if qid is None:
+                continue
+            calls[str(qid)] = n
+            if str(qid) not in self.pgss_texts:
+                self.pgss_texts[str(qid)] = text
+                self.pgss.write(dict(k="text", q=str(qid), text=text))
+        self.pgss.write(dict(k="sample", why=why, m=round(now_mono() - self.t_start, 3),
+                             reset=rows[0][0], dealloc=rows[0][1], calls=calls))
 
     # -- the run -------------------------------------------------------------
 
@@ -787,6 +876,7 @@ class Orchestrator:
                 pr = self.progress()
                 if pr:
                     done, total = pr
+                self.pgss_sample("tick")
                 next_prog = t + 0.5
             frac = done / total if total else (0.0 if queue else 1.0)
 
@@ -851,6 +941,7 @@ class Orchestrator:
         self.stop_procs(None)
         self.meta["end_s"] = round(now_mono() - self.t_start, 3)
         self.quiesce()
+        self.pgss_sample("end")
         if p.get("names"):
             self.liveness()
         self.meta["fault_counts"] = self.counts
@@ -924,6 +1015,29 @@ class Orchestrator:
         self.meta["liveness"] = dict(worst_s=round(worst, 3), failed=failed,
                                      bound_s=LOCK_TTL_MS[1] / 1000 + 1)
 
+    def read_slot(self, c):
+        """Write the slot's changes of distlock's rows, and every commit
+        record (test_decoding's "COMMIT xid (at time)"), to wal.jsonl in the
+        order of the WAL, which is commit order.  Peeked, not consumed.
+        Times print in UTC and ISO style, which checker.py parses."""
+        t0 = now_mono()
+        c.execute("SET statement_timeout = 0")
+        c.execute("SET TimeZone = 'UTC'")
+        c.execute("SET DateStyle = 'ISO, YMD'")
+        n = 0
+        with open(os.path.join(self.dir, "wal.jsonl"), "w") as f:
+            for lsn, xid, data in c.cursor().stream(
+                    "SELECT lsn::text, xid::text::bigint, data"
+                    " FROM pg_logical_slot_peek_changes('fault', NULL, NULL,"
+                    " 'include-xids', '1', 'include-timestamp', '1',"
+                    " 'skip-empty-xacts', '1')"
+                    " WHERE data LIKE 'table distlock.%' OR data LIKE 'COMMIT %'"):
+                f.write(json.dumps(dict(lsn=lsn, xid=xid, data=data),
+                                   separators=(",", ":")) + "\n")
+                n += 1
+        self.meta["wal_lines"] = n
+        self.meta["wal_read_s"] = round(now_mono() - t0, 3)
+
     def export(self):
         c = psycopg.connect(self.direct, autocommit=True)
 
@@ -934,11 +1048,6 @@ class Orchestrator:
                     f.write(json.dumps(dict(zip(cols, row)), separators=(",", ":"),
                                        default=str) + "\n")
 
-        dump("audit.jsonl",
-             "SELECT id, tbl, op, xid::text::bigint, at,"
-             " fault.us(pg_xact_commit_timestamp(xid::xid)), old, new"
-             " FROM fault.audit ORDER BY id",
-             ["id", "tbl", "op", "xid", "at", "commit", "old", "new"])
         dump("writes.jsonl",
              "SELECT id, name, token, owner, xid::text::bigint, at,"
              " fault.us(pg_xact_commit_timestamp(xid::xid)) FROM fault.writes ORDER BY id",
@@ -947,9 +1056,18 @@ class Orchestrator:
              "SELECT id, job_id, session_id::text, worker, xid::text::bigint, at,"
              " fault.us(pg_xact_commit_timestamp(xid::xid)) FROM fault.effects ORDER BY id",
              ["id", "job", "sid", "worker", "xid", "at", "commit"])
+        # the final state of distlock's tables, which the last version of
+        # each row in the WAL must match
         dump("jobs.jsonl",
              "SELECT id, status::text, attempts, session_id::text FROM distlock.jobs ORDER BY id",
              ["id", "status", "attempts", "sid"])
+        dump("locks.jsonl",
+             "SELECT name, owner, session_id::text, token, fault.us(expires_at)"
+             " FROM distlock.locks ORDER BY name",
+             ["name", "owner", "session", "token", "expires"])
+        dump("sessions.jsonl",
+             "SELECT id::text, owner, fault.us(expires_at) FROM distlock.sessions ORDER BY id",
+             ["id", "owner", "expires"])
         xids = set()
         for fn in os.listdir(self.dir):
             if fn.startswith("ops-") and fn.endswith(".jsonl"):
@@ -968,7 +1086,27 @@ class Orchestrator:
             "SELECT c.relname, c.relkind::text, c.relpersistence::text FROM pg_class c"
             " WHERE c.relnamespace = 'distlock'::regnamespace"
             " AND c.relkind IN ('r', 'S', 'i', 'p') ORDER BY 1").fetchall()]
+        # What would send claims and acknowledgements down the SQL path
+        # whatever distlock.direct_path says (src/direct.c, jobs_open()):
+        # a trigger (internal ones too), a rule or forced row security on
+        # distlock's tables.  There must be none.
+        self.meta["diverters"] = [list(r) for r in c.execute(
+            "SELECT c.relname, 'trigger', t.tgname FROM pg_trigger t"
+            " JOIN pg_class c ON c.oid = t.tgrelid"
+            " WHERE c.relnamespace = 'distlock'::regnamespace"
+            " UNION ALL SELECT c.relname, 'rule', r.rulename FROM pg_rewrite r"
+            " JOIN pg_class c ON c.oid = r.ev_class"
+            " WHERE c.relnamespace = 'distlock'::regnamespace AND c.relkind = 'r'"
+            " UNION ALL SELECT c.relname, 'forced row security', '' FROM pg_class c"
+            " WHERE c.relnamespace = 'distlock'::regnamespace AND c.relkind = 'r'"
+            " AND c.relforcerowsecurity ORDER BY 1, 2, 3").fetchall()]
+        self.meta["pgss_queries"] = self.pgss_texts
+        # test_decoding prints 32-bit transaction ids; the clients' are
+        # xid8.  A fresh cluster is in epoch 0, where the two agree.
+        self.meta["xid_epoch"] = c.execute(
+            "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint >> 32").fetchone()[0]
         self.meta["end_us"] = c.execute("SELECT fault.us(clock_timestamp())").fetchone()[0]
+        self.read_slot(c)
         c.close()
         with open(os.path.join(self.dir, "meta.json"), "w") as f:
             json.dump(self.meta, f, indent=1, default=str)
@@ -1098,6 +1236,9 @@ def main():
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--soak", action="store_true")
     r.add_argument("--set", help="JSON object overriding scenario parameters")
+    r.add_argument("--path", choices=["direct", "sql"], default="direct",
+                   help="the queue path the cluster is set up for"
+                   " (sql: distlock.direct_path = off in postgresql.conf)")
     for role in ("locker", "worker"):
         c = sub.add_parser(role)
         c.add_argument("--cid", required=True)

@@ -15,7 +15,7 @@ set -euo pipefail
 
 rounds=${ROUNDS:-12}
 test_cluster_start token-crash "synchronous_commit = off"
-psql -c "CREATE EXTENSION distlock"
+psql -c "CREATE EXTENSION distlock" -c "CHECKPOINT"
 
 max=0
 repeats=0

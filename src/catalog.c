@@ -1,0 +1,188 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *		distlock's own catalog entries, looked up once per backend.
+ *
+ * The hot paths need the OIDs of distlock's schema, tables, indexes and
+ * sequence, the attribute numbers of the columns they read and write, and
+ * the OIDs of the job_status values.  None of these change while the
+ * extension stays installed, so they are looked up on first use and kept
+ * until a relcache invalidation names one of the relations (ALTER TABLE,
+ * DROP EXTENSION, a REINDEX...) or a syscache invalidation touches
+ * pg_namespace (the schema renamed or given a new owner); the next call
+ * then looks them up again, as pg_cron does for its job table.
+ *
+ * An invalidation can arrive while the entries are being looked up (any
+ * catalog access may process the invalidation queue); each one bumps a
+ * counter, and a look-up that saw the counter move starts over, so the
+ * cache is never marked valid with entries from before an invalidation.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/catalog.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_enum.h"
+#include "catalog/pg_namespace.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "distlock.h"
+
+static DistlockCatalog catalog;
+static bool catalog_valid = false;
+static bool catalog_filling = false;
+static uint64 catalog_invalidations = 0;
+
+static void
+catalog_invalidate(void)
+{
+	catalog_valid = false;
+	catalog_invalidations++;
+}
+
+/* A relcache invalidation: of one of ours, or of every relation (0). */
+static void
+catalog_relcache_callback(Datum arg, Oid relid)
+{
+	/* while looking up, we cannot tell which OIDs are ours yet */
+	if (catalog_filling || !OidIsValid(relid) ||
+		relid == catalog.jobs || relid == catalog.jobs_pkey ||
+		relid == catalog.jobs_claim_idx || relid == catalog.sessions ||
+		relid == catalog.sessions_pkey ||
+		relid == catalog.sessions_expires_at_idx ||
+		relid == catalog.token_seq)
+		catalog_invalidate();
+}
+
+static void
+catalog_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	catalog_invalidate();
+}
+
+/* The OID of relation name in schema distlock. */
+static Oid
+catalog_relation(Oid schema, const char *name)
+{
+	Oid			relid = get_relname_relid(name, schema);
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "relation distlock.%s does not exist", name);
+	return relid;
+}
+
+/* The attribute number of column name of relid. */
+static AttrNumber
+catalog_column(Oid relid, const char *name)
+{
+	AttrNumber	attno = get_attnum(relid, name);
+
+	if (attno == InvalidAttrNumber)
+		elog(ERROR, "column \"%s\" of relation %u does not exist",
+			 name, relid);
+	return attno;
+}
+
+/* The OID of label of enum type typid. */
+static Oid
+catalog_enum_value(Oid typid, const char *label)
+{
+	HeapTuple	tup;
+	Oid			oid;
+
+	tup = SearchSysCache2(ENUMTYPOIDNAME, ObjectIdGetDatum(typid),
+						  CStringGetDatum(label));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "job status \"%s\" does not exist", label);
+	oid = ((Form_pg_enum) GETSTRUCT(tup))->oid;
+	ReleaseSysCache(tup);
+	return oid;
+}
+
+static void
+catalog_fill(DistlockCatalog *c)
+{
+	HeapTuple	tup;
+
+	c->schema = get_namespace_oid("distlock", false);
+	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(c->schema));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for schema %u", c->schema);
+	c->schema_owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	ReleaseSysCache(tup);
+
+	c->jobs = catalog_relation(c->schema, "jobs");
+	c->jobs_pkey = catalog_relation(c->schema, "jobs_pkey");
+	c->jobs_claim_idx = catalog_relation(c->schema, "jobs_claim_idx");
+	c->sessions = catalog_relation(c->schema, "sessions");
+	c->sessions_pkey = catalog_relation(c->schema, "sessions_pkey");
+	c->sessions_expires_at_idx = catalog_relation(c->schema,
+												  "sessions_expires_at_idx");
+	c->token_seq = catalog_relation(c->schema, "token_seq");
+
+	c->job_queue = catalog_column(c->jobs, "queue");
+	c->job_status = catalog_column(c->jobs, "status");
+	c->job_run_at = catalog_column(c->jobs, "run_at");
+	c->job_attempts = catalog_column(c->jobs, "attempts");
+	c->job_session_id = catalog_column(c->jobs, "session_id");
+	c->job_claimed_at = catalog_column(c->jobs, "claimed_at");
+	c->job_finished_at = catalog_column(c->jobs, "finished_at");
+	c->job_result = catalog_column(c->jobs, "result");
+	c->job_created_by = catalog_column(c->jobs, "created_by");
+	c->session_expires_at = catalog_column(c->sessions, "expires_at");
+	c->session_created_by = catalog_column(c->sessions, "created_by");
+
+	c->status_type = get_atttype(c->jobs, c->job_status);
+	c->status_pending = catalog_enum_value(c->status_type, "pending");
+	c->status_running = catalog_enum_value(c->status_type, "running");
+	c->status_completed = catalog_enum_value(c->status_type, "completed");
+}
+
+/*
+ * distlock's catalog entries, looked up now if an invalidation (or the
+ * first use in this backend) calls for it.  Raises an error if the
+ * extension is not installed.
+ */
+const DistlockCatalog *
+dl_catalog(void)
+{
+	static bool registered = false;
+
+	if (!registered)
+	{
+		CacheRegisterRelcacheCallback(catalog_relcache_callback, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, catalog_syscache_callback,
+									  (Datum) 0);
+		registered = true;
+	}
+
+	while (!catalog_valid)
+	{
+		uint64		seen = catalog_invalidations;
+		DistlockCatalog fresh;
+
+		catalog_filling = true;
+		PG_TRY();
+		{
+			catalog_fill(&fresh);
+		}
+		PG_FINALLY();
+		{
+			catalog_filling = false;
+		}
+		PG_END_TRY();
+		if (catalog_invalidations != seen)
+			continue;			/* invalidated while we looked: again */
+		catalog = fresh;
+		catalog_valid = true;
+	}
+	return &catalog;
+}

@@ -1,0 +1,264 @@
+/*-------------------------------------------------------------------------
+ *
+ * tables.c
+ *		distlock.jobs read and updated through the table AM directly.
+ *
+ * Through SPI, a claim is an UPDATE whose subquery walks jobs_claim_idx
+ * FOR UPDATE SKIP LOCKED, and an acknowledgement an UPDATE by jobs_pkey:
+ * each call starts an executor for a plan of several nodes.  The direct
+ * paths of queue.c (and the session read of session.c) make the same index
+ * scans, row locks and heap updates themselves, through the table AM, in
+ * the order the executor makes them; this file has the pieces they share.
+ *
+ * A row lock asked for with LockWaitSkip (dl_jobs_lock_or_skip()) is what
+ * nodeLockRows.c asks for under SKIP LOCKED: it is refused, and the job
+ * skipped, if another transaction holds or is changing the version, and
+ * also if somebody changed it since the scan's snapshot (the lock is asked
+ * for that version only; FOR UPDATE would follow it to the latest one and
+ * test that again).  Once the lock is ours nobody else can change the
+ * version, so the update that follows succeeds without waiting.  Versions
+ * this command itself updated (a job claimed earlier in the same call) are
+ * refused too, as TM_SelfModified: the Halloween guard.  A lock this
+ * transaction already holds is granted again.
+ *
+ * dl_jobs_open() says where the direct paths do not apply: at REPEATABLE
+ * READ and SERIALIZABLE (a job changed since the transaction's snapshot
+ * must fail with 40001, as the SQL paths do through the executor), when
+ * distlock.direct_path is off, and when distlock.jobs has something only
+ * the executor applies: a trigger, a rule, forced row security, a CHECK
+ * constraint, a stored generated column, an inheritance child, an invalid
+ * or deferred index, or a server with an ExecutorCheckPerms_hook.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/tables.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/sysattr.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_enum.h"
+#include "catalog/pg_index.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_relation.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+#include "utils/uuid.h"
+
+#include "distlock.h"
+
+/*
+ * Whether an UPDATE of rel would do nothing but what the direct paths do:
+ * no trigger, rule or forced row security, no CHECK constraint or stored
+ * generated column (ExecUpdate would check or compute them), no
+ * inheritance children, and no ExecutorCheckPerms_hook that would want to
+ * see the statement (sepgsql).  Only the table's owner can add any of
+ * these; the SQL paths then apply them.
+ */
+static bool
+jobs_plain(Relation rel)
+{
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+
+	return rel->trigdesc == NULL && rel->rd_rules == NULL &&
+		!rel->rd_rel->relforcerowsecurity &&
+		!rel->rd_rel->relhassubclass &&
+		(constr == NULL ||
+		 (constr->num_check == 0 && !constr->has_generated_stored)) &&
+		ExecutorCheckPerms_hook == NULL;
+}
+
+/*
+ * Open distlock.jobs to update the columns listed (nupdated attribute
+ * numbers) with its indexes kept as an UPDATE statement would keep them.
+ * Returns false, opening nothing, where the direct paths do not apply.
+ */
+bool
+dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
+{
+	RangeTblEntry *rte;
+
+	if (!dl_direct_path || IsolationUsesXactSnapshot())
+		return false;
+	jt->cat = dl_catalog();
+	/* what this transaction did so far is visible to our snapshots */
+	CommandCounterIncrement();
+	jt->rel = table_open(jt->cat->jobs, RowExclusiveLock);
+	if (!jobs_plain(jt->rel))
+	{
+		table_close(jt->rel, NoLock);
+		return false;
+	}
+	CheckCmdReplicaIdentity(jt->rel, CMD_UPDATE);
+
+	/*
+	 * The range table of the UPDATE we stand in for: it tells index_insert()
+	 * which indexes an update leaves unchanged (a hint for bottom-up
+	 * deletion).
+	 */
+	rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(jt->rel);
+	rte->relkind = jt->rel->rd_rel->relkind;
+	rte->rellockmode = RowExclusiveLock;
+	for (int i = 0; i < nupdated; i++)
+		rte->updatedCols = bms_add_member(rte->updatedCols,
+										  updated[i] -
+										  FirstLowInvalidHeapAttributeNumber);
+	jt->estate = CreateExecutorState();
+	ExecInitRangeTable(jt->estate, list_make1(rte));
+	jt->result_rel = makeNode(ResultRelInfo);
+	InitResultRelInfo(jt->result_rel, jt->rel, 1, NULL, 0);
+	ExecOpenIndices(jt->result_rel, false);
+	for (int i = 0; i < jt->result_rel->ri_NumIndices; i++)
+	{
+		Form_pg_index index = jt->result_rel->ri_IndexRelationDescs[i]->rd_index;
+
+		/*
+		 * An index left invalid (a failed CREATE INDEX CONCURRENTLY) would
+		 * give our index scans wrong answers, and a deferred unique check
+		 * would be ours to make: let the executor deal with either.
+		 */
+		if (!index->indisvalid || !index->indimmediate)
+		{
+			ExecCloseIndices(jt->result_rel);
+			FreeExecutorState(jt->estate);
+			table_close(jt->rel, NoLock);
+			return false;
+		}
+	}
+
+	jt->old = table_slot_create(jt->rel, NULL);
+	jt->locked = table_slot_create(jt->rel, NULL);
+	jt->new = MakeSingleTupleTableSlot(RelationGetDescr(jt->rel),
+									   &TTSOpsVirtual);
+	jt->cid = GetCurrentCommandId(true);
+	return true;
+}
+
+void
+dl_jobs_close(JobsTable *jt)
+{
+	ExecDropSingleTupleTableSlot(jt->old);
+	ExecDropSingleTupleTableSlot(jt->locked);
+	ExecDropSingleTupleTableSlot(jt->new);
+	ExecCloseIndices(jt->result_rel);
+	FreeExecutorState(jt->estate);
+	table_close(jt->rel, NoLock);
+	/* our updates are visible to the rest of the call */
+	CommandCounterIncrement();
+}
+
+/* Start jt->new as a copy of jt->old, whose values it points to. */
+void
+dl_jobs_new_from_old(JobsTable *jt)
+{
+	int			natts = RelationGetDescr(jt->rel)->natts;
+
+	slot_getallattrs(jt->old);
+	ExecClearTuple(jt->new);
+	memcpy(jt->new->tts_values, jt->old->tts_values, natts * sizeof(Datum));
+	memcpy(jt->new->tts_isnull, jt->old->tts_isnull, natts * sizeof(bool));
+}
+
+void
+dl_jobs_set(JobsTable *jt, AttrNumber att, Datum value, bool isnull)
+{
+	jt->new->tts_values[att - 1] = value;
+	jt->new->tts_isnull[att - 1] = isnull;
+}
+
+/*
+ * Lock the version in jt->old FOR UPDATE, unless another transaction holds
+ * or is changing it or it is no longer the latest version, in which case
+ * return false at once (SKIP LOCKED's rule; see the header comment).
+ */
+bool
+dl_jobs_lock_or_skip(JobsTable *jt, Snapshot snapshot)
+{
+	TM_FailureData tmfd;
+
+	return table_tuple_lock(jt->rel, &jt->old->tts_tid, snapshot, jt->locked,
+							jt->cid, LockTupleExclusive, LockWaitSkip, 0,
+							&tmfd) == TM_Ok;
+}
+
+/*
+ * Replace the version in jt->old by jt->new, waiting for whoever holds it
+ * if wait, and add its index entries.  jt->new may point into jt->old: the
+ * update copies its values into a tuple of its own before it touches the
+ * page.
+ */
+TM_Result
+dl_jobs_update(JobsTable *jt, Snapshot snapshot, bool wait)
+{
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	bool		update_indexes;
+	TM_Result	result;
+
+	ExecStoreVirtualTuple(jt->new);
+	result = table_tuple_update(jt->rel, &jt->old->tts_tid, jt->new, jt->cid,
+								snapshot, InvalidSnapshot, wait, &tmfd,
+								&lockmode, &update_indexes);
+	if (result == TM_Ok && update_indexes)
+	{
+		/* a deferred unique or exclusion check would be left to us */
+		if (ExecInsertIndexTuples(jt->result_rel, jt->new, jt->estate,
+								  true, false, NULL, NIL) != NIL)
+			elog(ERROR, "unexpected deferred index check on distlock.jobs");
+		ResetPerTupleExprContext(jt->estate);
+	}
+	return result;
+}
+
+/*
+ * Begin a scan of index (of table heap) under snapshot for the entries
+ * whose first column compares to value by strategy (proc: its operator's
+ * function).
+ */
+IndexScanDesc
+dl_index_scan(Relation heap, Relation index, Snapshot snapshot,
+			StrategyNumber strategy, RegProcedure proc, Datum value)
+{
+	ScanKeyData key;
+	IndexScanDesc scan;
+
+	ScanKeyEntryInitialize(&key, 0, 1, strategy, InvalidOid,
+						   index->rd_indcollation[0], proc, value);
+	scan = index_beginscan(heap, index, snapshot, 1, 0);
+	index_rescan(scan, &key, 1, NULL, 0);
+	return scan;
+}
+
+/*
+ * Begin a scan of index (of distlock.jobs) for column 1 = value, under a
+ * new snapshot that sees what the transaction has done so far.
+ */
+IndexScanDesc
+dl_jobs_scan(JobsTable *jt, Relation index, RegProcedure eq, Datum value)
+{
+	return dl_index_scan(jt->rel, index, RegisterSnapshot(GetLatestSnapshot()),
+					   BTEqualStrategyNumber, eq, value);
+}
+
+void
+dl_jobs_scan_end(IndexScanDesc scan)
+{
+	Snapshot	snapshot = scan->xs_snapshot;
+
+	index_endscan(scan);
+	UnregisterSnapshot(snapshot);
+}
