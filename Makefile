@@ -130,4 +130,4 @@ demo: deps
 # short run.  Prints the table and writes bench/results/.  Measures only.
 bench: deps
 	$(MAKE) all install
-	QUICK="$(QUICK)" bench/run.sh
+	PG_CONFIG="$(PG_CONFIG)" QUICK="$(QUICK)" bench/run.sh

@@ -31,6 +31,7 @@ import glob
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -178,7 +179,7 @@ class Variant:
 
     def __init__(self, name, script, kind="baseline", defines=None,
                  prepare=None, counter=None, per_txn=1, builtin=None,
-                 needs=None, fill_rate=None):
+                 needs=None, fill_rate=None, library=None):
         self.name = name
         self.script = script
         self.kind = kind            # distlock, baseline, floor
@@ -189,6 +190,7 @@ class Variant:
         self.builtin = builtin
         self.needs = needs          # "pgq", "cc"
         self.fill_rate = fill_rate  # first guess of ops/s, to size fills
+        self.library = library      # "prev": the previous release's claim
 
 
 def jobs_counter(table, col="status"):
@@ -250,6 +252,10 @@ def job_variants(batch):
     rate = {1: 5000, 10: 30000, 100: 60000}[batch]
     v = [Variant("distlock", "job_distlock.sql", "distlock", d, prep_distlock_jobs,
                  jobs_counter("distlock.jobs"), fill_rate=rate)]
+    if HAVE_PREV:
+        v.append(Variant("previous claim (update without waiting)", "job_distlock.sql",
+                         "previous", d, prep_distlock_jobs, jobs_counter("distlock.jobs"),
+                         fill_rate=rate, library="prev"))
     if batch == 1:
         v.append(Variant("distlock complete_and_claim", "job_distlock_cc.sql", "distlock", d,
                          prep_distlock_jobs, jobs_counter("distlock.jobs"), needs="cc",
@@ -302,6 +308,27 @@ GROUPS = [
 
 # --- running a round ------------------------------------------------------
 
+# The previous release's library, built by run.sh from CLAIM_BASE, for the
+# rows that compare the claim as it was with the claim as it is.  Each
+# round installs the library its variant needs, by rename (backends that
+# have the other one loaded keep it); pgbench's new backends load it.
+LIB_DIR = os.environ.get("BENCH_LIB_DIR", "")
+LIBS = {"this": os.environ.get("BENCH_LIB_THIS", ""),
+        "prev": os.environ.get("BENCH_LIB_PREV", "")}
+HAVE_PREV = bool(LIB_DIR and LIBS["this"] and LIBS["prev"])
+_installed = ["this"]
+
+
+def use_library(which):
+    if not HAVE_PREV or _installed[0] == which:
+        return
+    tmp = os.path.join(LIB_DIR, ".distlock.so.bench")
+    shutil.copyfile(LIBS[which], tmp)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, os.path.join(LIB_DIR, "distlock.so"))
+    _installed[0] = which
+
+
 def pgbench(variant, clients, secs, tag):
     prefix = os.path.join(WORK, f"pgbench_log_{tag}")
     for f in glob.glob(prefix + "*"):
@@ -311,6 +338,7 @@ def pgbench(variant, clients, secs, tag):
            "--log", "--log-prefix", prefix]
     for k, v in variant.defines.items():
         cmd += ["-D", f"{k}={v}"]
+    use_library(variant.library or "this")
     if variant.builtin:
         cmd += ["-b", variant.builtin]
     else:

@@ -27,8 +27,38 @@ if ! dpkg-query -W -f='${Status}' postgresql-15-pgq3 2>/dev/null | grep -q "inst
 fi
 
 dir=$(mktemp -d /tmp/distlock-bench.XXXXXX)
-trap 'cluster_stop; rm -rf "$dir"' EXIT
 chmod 755 "$dir"
+
+# The previous release's claim (CLAIM_BASE, a commit; "" to skip), built
+# from the same checkout, for the rows that compare the claim as it was
+# (a heap update that does not wait) with the claim as it is (a row lock
+# that skips, then the update).  bench.py installs one library or the
+# other for each round; this one is put back on exit.
+CLAIM_BASE=${CLAIM_BASE-c93569e}
+PG_CONFIG=${PG_CONFIG:-pg_config}
+libdir=$("$PG_CONFIG" --pkglibdir)
+cp "$libdir/distlock.so" "$dir/distlock-this.so"
+restore_library()
+{
+	cp "$dir/distlock-this.so" "$libdir/.distlock.so.restore" &&
+		mv -f "$libdir/.distlock.so.restore" "$libdir/distlock.so"
+}
+trap 'cluster_stop; restore_library; rm -rf "$dir"' EXIT
+if [ -n "$CLAIM_BASE" ] &&
+	git -C "$top" cat-file -e "$CLAIM_BASE^{commit}" 2>/dev/null; then
+	mkdir "$dir/prev"
+	git -C "$top" archive "$CLAIM_BASE" | tar -x -C "$dir/prev"
+	if make -C "$dir/prev" PG_CONFIG="$PG_CONFIG" all >"$dir/prev.log" 2>&1; then
+		cp "$dir/prev/distlock.so" "$dir/distlock-prev.so"
+		export BENCH_LIB_DIR="$libdir" BENCH_LIB_THIS="$dir/distlock-this.so" \
+			BENCH_LIB_PREV="$dir/distlock-prev.so"
+		echo "previous claim: built from $CLAIM_BASE"
+	else
+		echo "warning: could not build $CLAIM_BASE; the previous claim's rows are left out" >&2
+	fi
+else
+	echo "previous claim: $CLAIM_BASE is not in this checkout; its rows are left out"
+fi
 cluster_start "$dir" \
 	"fsync = on" \
 	"synchronous_commit = on" \

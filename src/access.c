@@ -37,6 +37,9 @@
 
 #include "distlock.h"
 
+PG_FUNCTION_INFO_V1(distlock_may_act_for);
+PG_FUNCTION_INFO_V1(distlock_visible);
+
 /*
  * The owner of the distlock extension (pg_extension.extowner), found by name
  * in one index scan (pg_extension has no syscache).
@@ -108,4 +111,35 @@ dl_check_access(DistlockCall *call, Oid creator, DistlockObject kind,
 					 errdetail("It belongs to a role whose privileges the current role does not have.")));
 			break;
 	}
+}
+
+/*
+ * may_act_for(caller regrole, creator regrole) RETURNS boolean
+ *
+ * Whether role caller may act on what role creator created: the rule above,
+ * for the statements the functions run as the schema owner on behalf of
+ * caller (the SQL path of claim()).
+ */
+Datum
+distlock_may_act_for(PG_FUNCTION_ARGS)
+{
+	DistlockCall call;
+
+	call.caller = PG_GETARG_OID(0);
+	PG_RETURN_BOOL(dl_may_act_for(&call, PG_GETARG_OID(1)));
+}
+
+/*
+ * visible(creator regrole) RETURNS boolean
+ *
+ * Whether the current role may act on what creator created: the rule
+ * above, as the views apply it to what they show.
+ */
+Datum
+distlock_visible(PG_FUNCTION_ARGS)
+{
+	DistlockCall call;
+
+	call.caller = GetUserId();
+	PG_RETURN_BOOL(dl_may_act_for(&call, PG_GETARG_OID(0)));
 }

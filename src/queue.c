@@ -82,19 +82,14 @@ static DistlockStmt find_dedup_stmt = {
 /*
  * Claim order is priority (higher first), run_at, id: a walk of
  * jobs_claim_idx from its start for the queue, skipping rows that other
- * claimers hold, and jobs of roles the caller ($5) may not act for unless
- * it has the privileges of the extension's owner (the rule of access.c).
- * That second test is an uncorrelated subquery, which the executor runs
- * only if some job fails the first, so the common case never reads
- * pg_extension.  The picked ids go to the UPDATE as an
- * array, so that its generic plan fetches them by jobs_pkey whatever LIMIT
- * $4 is (joined to a CTE instead, the generic plan merge-joins the whole of
- * jobs_pkey).
+ * claimers hold, and jobs of roles the caller ($5) may not act for
+ * (distlock.may_act_for(), which is access.c's dl_may_act_for(), the rule
+ * the direct path and the views apply too).  The picked ids go to the
+ * UPDATE as an array, so that its generic plan fetches them by jobs_pkey
+ * whatever LIMIT $4 is (joined to a CTE instead, the generic plan
+ * merge-joins the whole of jobs_pkey).
  */
-#define CLAIM_MAY_ACT \
-	"(pg_has_role($5, created_by, 'USAGE')" \
-	" OR pg_has_role($5, (SELECT e.extowner FROM pg_extension e" \
-	"  WHERE e.extname = 'distlock'), 'USAGE'))"
+#define CLAIM_MAY_ACT "distlock.may_act_for($5, created_by)"
 
 static DistlockStmt claim_stmt = {
 	"WITH claimed AS ("
@@ -108,7 +103,7 @@ static DistlockStmt claim_stmt = {
 	"   LIMIT $4 FOR UPDATE SKIP LOCKED))"
 	"  RETURNING *)"
 	" SELECT * FROM claimed ORDER BY priority DESC, run_at, id",
-	5, {TEXTOID, UUIDOID, TIMESTAMPTZOID, INT4OID, OIDOID}
+	5, {TEXTOID, UUIDOID, TIMESTAMPTZOID, INT4OID, REGROLEOID}
 };
 
 /* The same for one job ($4 is 1): no CTE and no sort to set up. */
@@ -122,7 +117,7 @@ static DistlockStmt claim_one_stmt = {
 	"  ORDER BY priority DESC, run_at, id"
 	"  LIMIT $4 FOR UPDATE SKIP LOCKED)"
 	" RETURNING *",
-	5, {TEXTOID, UUIDOID, TIMESTAMPTZOID, INT4OID, OIDOID}
+	5, {TEXTOID, UUIDOID, TIMESTAMPTZOID, INT4OID, REGROLEOID}
 };
 
 /*
