@@ -50,6 +50,16 @@ ONLY = os.environ.get("WORKLOADS", "").split()
 HAVE_PGQ = os.environ.get("HAVE_PGQ", "0") == "1"
 WALDETAIL = os.environ.get("WALDETAIL", "") not in ("", "0")
 
+# The previous release's library, built by run.sh from CLAIM_BASE, for the
+# rows that compare the claim as it was with the claim as it is.  Each
+# round installs the library its variant needs, by rename (backends that
+# have the other one loaded keep it); pgbench's new backends load it.
+LIB_DIR = os.environ.get("BENCH_LIB_DIR", "")
+LIBS = {"this": os.environ.get("BENCH_LIB_THIS", ""),
+        "prev": os.environ.get("BENCH_LIB_PREV", "")}
+HAVE_PREV = bool(LIB_DIR and LIBS["this"] and LIBS["prev"])
+_installed = ["this"]
+
 # Scaling backgrounds (full / QUICK).
 SCALE_PENDING = 10_000
 SCALE_BIG = 100_000 if QUICK else 1_000_000
@@ -307,17 +317,6 @@ GROUPS = [
 
 
 # --- running a round ------------------------------------------------------
-
-# The previous release's library, built by run.sh from CLAIM_BASE, for the
-# rows that compare the claim as it was with the claim as it is.  Each
-# round installs the library its variant needs, by rename (backends that
-# have the other one loaded keep it); pgbench's new backends load it.
-LIB_DIR = os.environ.get("BENCH_LIB_DIR", "")
-LIBS = {"this": os.environ.get("BENCH_LIB_THIS", ""),
-        "prev": os.environ.get("BENCH_LIB_PREV", "")}
-HAVE_PREV = bool(LIB_DIR and LIBS["this"] and LIBS["prev"])
-_installed = ["this"]
-
 
 def use_library(which):
     if not HAVE_PREV or _installed[0] == which:

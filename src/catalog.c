@@ -75,7 +75,10 @@ catalog_relation(Oid schema, const char *name)
 	Oid			relid = get_relname_relid(name, schema);
 
 	if (!OidIsValid(relid))
-		elog(ERROR, "relation distlock.%s does not exist", name);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("relation \"distlock.%s\" does not exist", name),
+				 errhint("Reinstall the extension: DROP EXTENSION distlock; CREATE EXTENSION distlock.")));
 	return relid;
 }
 
@@ -86,8 +89,11 @@ catalog_column(Oid relid, const char *name)
 	AttrNumber	attno = get_attnum(relid, name);
 
 	if (attno == InvalidAttrNumber)
-		elog(ERROR, "column \"%s\" of relation %u does not exist",
-			 name, relid);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						name, get_rel_name(relid)),
+				 errhint("Reinstall the extension: DROP EXTENSION distlock; CREATE EXTENSION distlock.")));
 	return attno;
 }
 
@@ -101,7 +107,10 @@ catalog_enum_value(Oid typid, const char *label)
 	tup = SearchSysCache2(ENUMTYPOIDNAME, ObjectIdGetDatum(typid),
 						  CStringGetDatum(label));
 	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "job status \"%s\" does not exist", label);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("job status \"%s\" does not exist", label),
+				 errhint("Reinstall the extension: DROP EXTENSION distlock; CREATE EXTENSION distlock.")));
 	oid = ((Form_pg_enum) GETSTRUCT(tup))->oid;
 	ReleaseSysCache(tup);
 	return oid;
