@@ -59,7 +59,10 @@ ISOLATION = \
 	heartbeat_own_lease \
 	acquire_dead_session \
 	reap_skips_held \
-	close_foreign
+	close_foreign \
+	close_rr \
+	refused_heartbeat \
+	token_cache
 
 REGRESS_OPTS = --inputdir=test
 ISOLATION_OPTS = --inputdir=test

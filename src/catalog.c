@@ -55,7 +55,9 @@ catalog_relcache_callback(Datum arg, Oid relid)
 	/* while looking up, we cannot tell which OIDs are ours yet */
 	if (catalog_filling || !OidIsValid(relid) ||
 		relid == catalog.jobs || relid == catalog.jobs_pkey ||
-		relid == catalog.jobs_claim_idx || relid == catalog.sessions ||
+		relid == catalog.jobs_claim_idx ||
+		relid == catalog.jobs_running_session_idx ||
+		relid == catalog.sessions ||
 		relid == catalog.sessions_pkey ||
 		relid == catalog.sessions_expires_at_idx ||
 		relid == catalog.token_seq)
@@ -131,6 +133,8 @@ catalog_fill(DistlockCatalog *c)
 	c->jobs = catalog_relation(c->schema, "jobs");
 	c->jobs_pkey = catalog_relation(c->schema, "jobs_pkey");
 	c->jobs_claim_idx = catalog_relation(c->schema, "jobs_claim_idx");
+	c->jobs_running_session_idx = catalog_relation(c->schema,
+												   "jobs_running_session_idx");
 	c->sessions = catalog_relation(c->schema, "sessions");
 	c->sessions_pkey = catalog_relation(c->schema, "sessions_pkey");
 	c->sessions_expires_at_idx = catalog_relation(c->schema,

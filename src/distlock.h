@@ -52,8 +52,11 @@
  * calls in flight) and in a call of a session being closed (for the
  * close); the beat lock, in heartbeat (for a heartbeat of the same session,
  * or a judgement that holds it for an instant); a session row, in
- * heartbeat and session_close (for a close in flight); and the job rows of
- * a session being closed.  Reaping and judging never wait.  No call waits
+ * heartbeat, session_close and, at REPEATABLE READ and SERIALIZABLE, a
+ * session's own calls (for a close in flight, or a reaper that has locked
+ * the expired row: a reaper locks only the version it read expired, never
+ * a row a heartbeat has extended since); and the job rows of a session
+ * being closed.  Reaping and judging never wait.  No call waits
  * while holding what a call it could be waiting for needs, so transactions
  * that make one distlock call each never deadlock.  A transaction that
  * makes several calls holds the locks of the earlier ones while a later
@@ -146,6 +149,7 @@ typedef struct DistlockCatalog
 	Oid			jobs;
 	Oid			jobs_pkey;
 	Oid			jobs_claim_idx;
+	Oid			jobs_running_session_idx;
 	Oid			sessions;
 	Oid			sessions_pkey;
 	Oid			sessions_expires_at_idx;

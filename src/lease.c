@@ -138,6 +138,16 @@ static DistlockStmt lock_for_share_stmt = {
 	1, {TEXTOID}
 };
 
+/*
+ * The token of a new grant on an existing row: the next value of the
+ * sequence, and in any case more than the lock's previous token, so that
+ * the order per lock holds even should a connection serve values it cached
+ * while the sequence had CACHE above 1 (lease_token_seq() refuses such a
+ * sequence, but cannot clear other connections' caches).
+ */
+#define NEXT_TOKEN \
+	"greatest(nextval('distlock.token_seq'), token + 1)"
+
 /* First grant of a name.  The token is drawn for the new row only. */
 static DistlockStmt insert_stmt = {
 	"INSERT INTO distlock.locks (name, owner, session_id, token,"
@@ -155,7 +165,7 @@ static DistlockStmt insert_stmt = {
  */
 static DistlockStmt grant_stmt = {
 	"UPDATE distlock.locks SET owner = $2, session_id = $3,"
-	" token = CASE WHEN $8 THEN token ELSE nextval('distlock.token_seq') END,"
+	" token = CASE WHEN $8 THEN token ELSE " NEXT_TOKEN " END,"
 	" acquired_at = CASE WHEN $8 THEN acquired_at ELSE $4 END,"
 	" renewed_at = $4, expires_at = $5,"
 	" hold_until = CASE WHEN $8 THEN acquired_at ELSE $4 END + $7,"
@@ -172,7 +182,7 @@ static DistlockStmt grant_stmt = {
  */
 static DistlockStmt grant_released_stmt = {
 	"UPDATE distlock.locks SET owner = $2, session_id = $3,"
-	" token = nextval('distlock.token_seq'),"
+	" token = " NEXT_TOKEN ","
 	" acquired_at = $4, renewed_at = $4, expires_at = $5,"
 	" hold_until = $4 + $7, created_by = $6"
 	" WHERE name = $1 AND owner IS NULL AND renewed_at <= $4"
@@ -305,9 +315,10 @@ lease_expiry(Interval *ttl, TimestampTz now, Datum *value, char *null)
 /*
  * Check that distlock.token_seq still hands out increasing values to every
  * backend: one at a time (CACHE 1: a backend's cached values would come
- * after values other backends drew later), upwards, never wrapping.  Its
- * owner could change that with ALTER SEQUENCE; refuse to grant then.
- * Returns the sequence's OID.
+ * after values other backends drew later), upwards, never wrapping, and
+ * logged (an unlogged sequence restarts after a crash).  Its owner could
+ * change that with ALTER SEQUENCE; refuse to grant then.  Returns the
+ * sequence's OID.
  */
 static Oid
 lease_token_seq(void)
@@ -321,14 +332,15 @@ lease_token_seq(void)
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "cache lookup failed for sequence %u", seqid);
 	seq = (Form_pg_sequence) GETSTRUCT(tup);
-	ok = seq->seqcache == 1 && seq->seqincrement > 0 && !seq->seqcycle;
+	ok = seq->seqcache == 1 && seq->seqincrement > 0 && !seq->seqcycle &&
+		get_rel_persistence(seqid) == RELPERSISTENCE_PERMANENT;
 	ReleaseSysCache(tup);
 	if (!ok)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("sequence \"distlock.token_seq\" cannot hand out fencing tokens in order"),
-				 errdetail("Fencing tokens need CACHE 1, a positive INCREMENT and NO CYCLE."),
-				 errhint("Restore them with ALTER SEQUENCE distlock.token_seq CACHE 1 INCREMENT 1 NO CYCLE.")));
+				 errdetail("Fencing tokens need a logged sequence with CACHE 1, a positive INCREMENT and NO CYCLE."),
+				 errhint("Restore it with ALTER SEQUENCE distlock.token_seq SET LOGGED CACHE 1 INCREMENT 1 NO CYCLE.")));
 	return seqid;
 }
 
@@ -357,7 +369,9 @@ lease_token_durable(Oid seqid)
 /*
  * The instant of a grant bound to a session (has_session) that the call
  * found live until session_expires: the session must still be live then,
- * or the grant would be dead on arrival (55000).
+ * or the grant would be dead on arrival (55000).  Called again after a
+ * grant statement that may have waited for the lock row; its error undoes
+ * the grant.
  */
 static TimestampTz
 lease_grant_now(bool has_session, TimestampTz session_expires,
@@ -431,6 +445,8 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		{
 			token = dl_getint64(0, 1);
 			lease_token_durable(seqid);
+			/* the statement may have waited for the row: still live? */
+			(void) lease_grant_now(has_session, session_expires, values[2]);
 			dl_leave(&call);
 			PG_RETURN_INT64(token);
 		}
@@ -474,6 +490,8 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 				granted = true;
 				token = dl_getint64(0, 1);
 				lease_token_durable(seqid);
+				(void) lease_grant_now(has_session, session_expires,
+									   values[2]);
 				break;
 			}
 			CHECK_FOR_INTERRUPTS();

@@ -572,8 +572,9 @@ queue_complete_job(FunctionCallInfo fcinfo, text **queue)
  *
  * The session is checked as every call of a session checks it
  * (dl_session_acting(): a session that seemed expired is checked again
- * under a row lock, so that a heartbeat committed just before cannot make
- * a live session's acknowledgement fail; another role's raises 42501), and
+ * under its beat lock, so that a heartbeat committed just before cannot
+ * make a live session's acknowledgement fail; another role's raises
+ * 42501), and
  * the job is then completed if it is running for the session
  * (queue_complete_job()).
  */

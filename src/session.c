@@ -74,12 +74,13 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "storage/itemptr.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
-#include "utils/snapmgr.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/uuid.h"
 
 #include "distlock.h"
@@ -153,13 +154,6 @@ static DistlockStmt release_free_jobs_stmt = {
 	3, {UUIDOID, TIMESTAMPTZOID, TEXTOID}
 };
 
-/* Whether the session still has a running job (one the reap skipped). */
-static DistlockStmt running_left_stmt = {
-	"SELECT 1 FROM distlock.jobs WHERE session_id = $1 AND status = 'running'"
-	" LIMIT 1",
-	1, {UUIDOID}
-};
-
 static DistlockStmt delete_stmt = {
 	"DELETE FROM distlock.sessions WHERE id = $1",
 	1, {UUIDOID}
@@ -167,26 +161,14 @@ static DistlockStmt delete_stmt = {
 
 /*
  * Sessions expired at $1, in order of expiry from ($3, $4) on: the
- * candidates for reaping, read without locking them.
+ * candidates for reaping, read without locking them (session_lock_version()
+ * locks each one).
  */
 static DistlockStmt find_expired_stmt = {
-	"SELECT id, expires_at FROM distlock.sessions"
+	"SELECT id, expires_at, ctid FROM distlock.sessions"
 	" WHERE expires_at <= $1 AND (expires_at, id) > ($3, $4)"
 	" ORDER BY expires_at, id LIMIT $2",
 	4, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, UUIDOID}
-};
-
-/*
- * One candidate, locked for reaping unless somebody else holds it (a
- * heartbeat, a contender judging it, another reaper, a call at REPEATABLE
- * READ).  A row a heartbeat extended since the candidates were read fails
- * the recheck of expires_at.  Either way a session is only taken once it
- * has expired for good, since nothing revives an expired session.
- */
-static DistlockStmt lock_expired_stmt = {
-	"SELECT id FROM distlock.sessions WHERE id = $1 AND expires_at <= $2"
-	" FOR UPDATE SKIP LOCKED",
-	2, {UUIDOID, TIMESTAMPTZOID}
 };
 
 /* What a session row, once locked, says about the session. */
@@ -203,12 +185,12 @@ typedef enum SessionState
  * changed it so far: its expires_at (if expires is given) and created_by.
  * Returns false if there is none.  If others_expired is given, it is set
  * to whether any session had expired when the row was read (for claim's
- * reaping).  A plain read, without a row lock: see session.c for when that
- * can be trusted.
+ * reaping).  A plain read, without a row lock: the header comment says
+ * when that can be trusted.
  */
 static bool
 session_read(Datum session_id, TimestampTz *expires, Oid *creator,
-				bool *others_expired)
+			 bool *others_expired)
 {
 	Relation	rel;
 	Relation	idx;
@@ -404,7 +386,7 @@ session_state_now(Datum session_id, Oid *creator)
  * lock is waited for; a session that does not exist leaves no lock behind.
  * *expires is set to the expiry the judgement saw (for a live session).
  * *others_expired, if given, says whether some session had expired (for
- * claim's reaping); it is always true at REPEATABLE READ and SERIALIZABLE.
+ * claim's reaping); it is always false at REPEATABLE READ and SERIALIZABLE.
  *
  * At READ COMMITTED the row is read as last committed after the use lock
  * is granted: a close or reap that finished before that committed before
@@ -428,8 +410,13 @@ session_acting_state(DistlockCall *call, Datum session_id,
 		session_check_access(call, creator, session_id);
 		session_lock(session_id, SESSION_TAG_USE, ShareLock, false);
 	}
+	/*
+	 * No inline reaping at REPEATABLE READ and SERIALIZABLE: the
+	 * transaction's snapshot shows sessions as they were, and locking rows
+	 * changed since would fail the caller's call with 40001.
+	 */
 	if (others_expired)
-		*others_expired = true;
+		*others_expired = false;
 
 	if (IsolationUsesXactSnapshot())
 	{
@@ -509,7 +496,7 @@ dl_session_acting(DistlockCall *call, Datum session_id)
  * session is not reaped or closed under the call (session_acting_state()).
  * *expires is set to the session's expiry as judged.  Returns whether some
  * session may have expired (so that a claim should reap), as seen by the
- * same read; always true at REPEATABLE READ and SERIALIZABLE.
+ * same read; always false at REPEATABLE READ and SERIALIZABLE.
  */
 bool
 dl_session_use(DistlockCall *call, Datum session_id, TimestampTz *expires)
@@ -546,10 +533,48 @@ dl_session_expired_error(Datum session_id)
 }
 
 /*
+ * Whether session_id has a running job, as committed now (and as this
+ * transaction has changed it): a read of jobs_running_session_idx under the
+ * latest snapshot, which at REPEATABLE READ and SERIALIZABLE also sees jobs
+ * claimed after the transaction's snapshot was taken.
+ */
+static bool
+session_running_left(Datum session_id)
+{
+	const DistlockCatalog *cat = dl_catalog();
+	Relation	rel;
+	Relation	idx;
+	Snapshot	snapshot;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	bool		found;
+
+	CommandCounterIncrement();
+	rel = table_open(cat->jobs, AccessShareLock);
+	idx = index_open(cat->jobs_running_session_idx, AccessShareLock);
+	slot = table_slot_create(rel, NULL);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	scan = dl_index_scan(rel, idx, snapshot, BTEqualStrategyNumber,
+						 F_UUID_EQ, session_id);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	index_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(idx, NoLock);
+	table_close(rel, NoLock);
+	return found;
+}
+
+/*
  * Hand back session_id's running jobs and delete it; its row is locked.  A
  * close (wait) waits for job rows somebody holds; a reap skips them and
- * then keeps the session, expired, for a later reap, so that no running
- * job is ever left without its session.  Returns whether it was deleted.
+ * then keeps the session, expired, for a later reap.  Either way the
+ * session is deleted only if none of its jobs is running as committed now:
+ * at REPEATABLE READ and SERIALIZABLE the statements see the transaction's
+ * snapshot, and a job claimed for the session since then (before the use
+ * lock was ours) would be left without its session.  A close then fails
+ * with 40001, and a reap keeps the session.  Returns whether it was
+ * deleted.
  */
 static bool
 session_end(Datum session_id, TimestampTz now, const char *why, bool wait)
@@ -561,10 +586,43 @@ session_end(Datum session_id, TimestampTz now, const char *why, bool wait)
 	values[2] = CStringGetTextDatum(why);
 	dl_exec(wait ? &release_jobs_stmt : &release_free_jobs_stmt, values,
 			NULL, 0);
-	if (!wait && dl_exec(&running_left_stmt, values, NULL, 1) > 0)
+	if (session_running_left(session_id))
+	{
+		if (wait)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not serialize access due to a concurrent claim"),
+					 errdetail("A job was claimed for the session after this transaction's snapshot was taken.")));
 		return false;
+	}
 	dl_exec(&delete_stmt, values, NULL, 0);
 	return true;
+}
+
+/*
+ * Lock the version of a session row at tid FOR UPDATE for reaping, unless
+ * somebody else holds it (a heartbeat, another reaper, a close) or it is no
+ * longer the latest version (a heartbeat extended the session, somebody
+ * deleted it): then return false at once, leaving nothing locked.  The
+ * version was read expired, and nothing revives an expired session, so a
+ * locked one is expired for good.  (FOR UPDATE SKIP LOCKED would follow an
+ * extended row to its latest version, find it no longer expired, and keep
+ * it locked until our transaction ends, holding up its heartbeats.)
+ */
+static bool
+session_lock_version(ItemPointer tid)
+{
+	Relation	rel = table_open(dl_catalog()->sessions, RowShareLock);
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	TM_FailureData tmfd;
+	TM_Result	result;
+
+	result = table_tuple_lock(rel, tid, GetActiveSnapshot(), slot,
+							  GetCurrentCommandId(true), LockTupleExclusive,
+							  LockWaitSkip, 0, &tmfd);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	return result == TM_Ok;
 }
 
 /*
@@ -585,10 +643,10 @@ typedef struct ReapCursor
  * lock cannot keep out its own holder.
  *
  * A candidate is reaped only if its use lock can be had at once (no call
- * of the session is in flight) and then its row lock (see
- * lock_expired_stmt).  The use lock is let go again once the row is
- * locked: a call that takes it after that finds the session expired,
- * checks again under a row lock, and so waits for our delete.
+ * of the session is in flight) and then the row version read
+ * (session_lock_version()).  The use lock is let go again once the row is
+ * locked: a call that takes it after that finds the session expired on
+ * its committed row and refuses.
  */
 static int
 session_reap_batch(TimestampTz now, int limit, ReapCursor *from,
@@ -598,6 +656,7 @@ session_reap_batch(TimestampTz now, int limit, ReapCursor *from,
 	uint64		n;
 	int			reaped = 0;
 	pg_uuid_t  *ids;
+	ItemPointerData *tids;
 
 	values[0] = TimestampTzGetDatum(now);
 	values[1] = Int32GetDatum(limit);
@@ -610,11 +669,13 @@ session_reap_batch(TimestampTz now, int limit, ReapCursor *from,
 
 	/* the loop below runs statements of its own: copy the ids out first */
 	ids = palloc(n * sizeof(pg_uuid_t));
+	tids = palloc(n * sizeof(ItemPointerData));
 	for (uint64 i = 0; i < n; i++)
 	{
 		bool		isnull;
 
 		ids[i] = *DatumGetUUIDP(dl_getattr(i, 1, &isnull));
+		tids[i] = *(ItemPointer) DatumGetPointer(dl_getattr(i, 3, &isnull));
 		if (i == n - 1)
 			from->expires_at = DatumGetTimestampTz(dl_getattr(i, 2, &isnull));
 	}
@@ -622,22 +683,19 @@ session_reap_batch(TimestampTz now, int limit, ReapCursor *from,
 
 	for (uint64 i = 0; i < n; i++)
 	{
-		Datum		lock_values[2];
+		Datum		id = UUIDPGetDatum(&ids[i]);
 		bool		locked;
 
-		lock_values[0] = UUIDPGetDatum(&ids[i]);
-		lock_values[1] = TimestampTzGetDatum(now);
-		if (session_used_by_me(lock_values[0]) ||
-			!session_lock(lock_values[0], SESSION_TAG_USE, ExclusiveLock,
-						  true))
+		if (session_used_by_me(id) ||
+			!session_lock(id, SESSION_TAG_USE, ExclusiveLock, true))
 			continue;			/* in use: a later reap takes it */
-		locked = dl_exec(&lock_expired_stmt, lock_values, NULL, 0) == 1;
-		session_unlock(lock_values[0], SESSION_TAG_USE, ExclusiveLock);
-		if (locked && session_end(lock_values[0], now, "session expired",
-								  false))
+		locked = session_lock_version(&tids[i]);
+		session_unlock(id, SESSION_TAG_USE, ExclusiveLock);
+		if (locked && session_end(id, now, "session expired", false))
 			reaped++;
 	}
 	pfree(ids);
+	pfree(tids);
 	return reaped;
 }
 
@@ -724,6 +782,9 @@ distlock_heartbeat(PG_FUNCTION_ARGS)
 		if (live)
 			live = session_lock_state(&lock_heartbeat_stmt, values[0],
 									  &call) == SESSION_LIVE;
+		/* refused: nothing is in flight, judges need not count it live */
+		if (!live)
+			session_unlock(values[0], SESSION_TAG_BEAT, ExclusiveLock);
 	}
 	if (live)
 	{

@@ -61,17 +61,21 @@
 
 /*
  * Whether an UPDATE of rel would do nothing but what the direct paths do:
- * no trigger, rule or forced row security, no CHECK constraint or stored
+ * no trigger, rule or forced row security, no NOT NULL on result, no
+ * CHECK constraint or stored
  * generated column (ExecUpdate would check or compute them), no
  * inheritance children, and no ExecutorCheckPerms_hook that would want to
  * see the statement (sepgsql).  Only the table's owner can add any of
  * these; the SQL paths then apply them.
  */
 static bool
-jobs_plain(Relation rel)
+jobs_plain(Relation rel, const DistlockCatalog *cat)
 {
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
 
+	/* result is the one column the direct paths may set to NULL */
+	if (TupleDescAttr(RelationGetDescr(rel), cat->job_result - 1)->attnotnull)
+		return false;
 	return rel->trigdesc == NULL && rel->rd_rules == NULL &&
 		!rel->rd_rel->relforcerowsecurity &&
 		!rel->rd_rel->relhassubclass &&
@@ -96,7 +100,7 @@ dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
 	/* what this transaction did so far is visible to our snapshots */
 	CommandCounterIncrement();
 	jt->rel = table_open(jt->cat->jobs, RowExclusiveLock);
-	if (!jobs_plain(jt->rel))
+	if (!jobs_plain(jt->rel, jt->cat))
 	{
 		table_close(jt->rel, NoLock);
 		return false;
