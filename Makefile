@@ -61,8 +61,7 @@ ISOLATION = \
 	reap_skips_held \
 	close_foreign \
 	close_rr \
-	refused_heartbeat \
-	token_cache
+	refused_heartbeat
 
 REGRESS_OPTS = --inputdir=test
 ISOLATION_OPTS = --inputdir=test

@@ -138,16 +138,6 @@ static DistlockStmt lock_for_share_stmt = {
 	1, {TEXTOID}
 };
 
-/*
- * The token of a new grant on an existing row: the next value of the
- * sequence, and in any case more than the lock's previous token, so that
- * the order per lock holds even should a connection serve values it cached
- * while the sequence had CACHE above 1 (lease_token_seq() refuses such a
- * sequence, but cannot clear other connections' caches).
- */
-#define NEXT_TOKEN \
-	"greatest(nextval('distlock.token_seq'), token + 1)"
-
 /* First grant of a name.  The token is drawn for the new row only. */
 static DistlockStmt insert_stmt = {
 	"INSERT INTO distlock.locks (name, owner, session_id, token,"
@@ -165,7 +155,7 @@ static DistlockStmt insert_stmt = {
  */
 static DistlockStmt grant_stmt = {
 	"UPDATE distlock.locks SET owner = $2, session_id = $3,"
-	" token = CASE WHEN $8 THEN token ELSE " NEXT_TOKEN " END,"
+	" token = CASE WHEN $8 THEN token ELSE nextval('distlock.token_seq') END,"
 	" acquired_at = CASE WHEN $8 THEN acquired_at ELSE $4 END,"
 	" renewed_at = $4, expires_at = $5,"
 	" hold_until = CASE WHEN $8 THEN acquired_at ELSE $4 END + $7,"
@@ -182,7 +172,7 @@ static DistlockStmt grant_stmt = {
  */
 static DistlockStmt grant_released_stmt = {
 	"UPDATE distlock.locks SET owner = $2, session_id = $3,"
-	" token = " NEXT_TOKEN ","
+	" token = nextval('distlock.token_seq'),"
 	" acquired_at = $4, renewed_at = $4, expires_at = $5,"
 	" hold_until = $4 + $7, created_by = $6"
 	" WHERE name = $1 AND owner IS NULL AND renewed_at <= $4"
