@@ -150,6 +150,7 @@ catalog_fill(DistlockCatalog *c)
 	c->job_finished_at = catalog_column(c->jobs, "finished_at");
 	c->job_result = catalog_column(c->jobs, "result");
 	c->job_created_by = catalog_column(c->jobs, "created_by");
+	c->session_id = catalog_column(c->sessions, "id");
 	c->session_expires_at = catalog_column(c->sessions, "expires_at");
 	c->session_created_by = catalog_column(c->sessions, "created_by");
 

@@ -165,6 +165,7 @@ typedef struct DistlockCatalog
 	AttrNumber	job_result;
 	AttrNumber	job_created_by;
 	/* attribute numbers of distlock.sessions */
+	AttrNumber	session_id;
 	AttrNumber	session_expires_at;
 	AttrNumber	session_created_by;
 	/* distlock.job_status and its values */

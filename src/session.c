@@ -600,29 +600,51 @@ session_end(Datum session_id, TimestampTz now, const char *why, bool wait)
 }
 
 /*
- * Lock the version of a session row at tid FOR UPDATE for reaping, unless
- * somebody else holds it (a heartbeat, another reaper, a close) or it is no
- * longer the latest version (a heartbeat extended the session, somebody
- * deleted it): then return false at once, leaving nothing locked.  The
- * version was read expired, and nothing revives an expired session, so a
- * locked one is expired for good.  (FOR UPDATE SKIP LOCKED would follow an
- * extended row to its latest version, find it no longer expired, and keep
- * it locked until our transaction ends, holding up its heartbeats.)
+ * Lock the version of session id's row at tid FOR UPDATE for reaping,
+ * unless it is no longer the latest committed version (a heartbeat
+ * extended the session, somebody deleted it) or somebody else holds it (a
+ * heartbeat, another reaper, a close): then return false at once, leaving
+ * nothing locked.  The version was read expired at now, and nothing
+ * revives an expired session, so a locked one is expired for good.  (FOR
+ * UPDATE SKIP LOCKED would follow an extended row to its latest version,
+ * find it no longer expired, and keep it locked until our transaction
+ * ends, holding up its heartbeats.)
+ *
+ * The tid came from a statement whose buffer pins are gone, so the page
+ * may have been pruned since: the version is first fetched under the
+ * latest snapshot, which checks that the line pointer still holds a
+ * visible tuple, and that tuple must be the same session, still expired;
+ * the fetch keeps the page pinned while the lock is taken.
  */
 static bool
-session_lock_version(ItemPointer tid)
+session_lock_version(ItemPointer tid, Datum id, TimestampTz now)
 {
-	Relation	rel = table_open(dl_catalog()->sessions, RowShareLock);
-	TupleTableSlot *slot = table_slot_create(rel, NULL);
-	TM_FailureData tmfd;
-	TM_Result	result;
+	const DistlockCatalog *cat = dl_catalog();
+	Relation	rel = table_open(cat->sessions, RowShareLock);
+	TupleTableSlot *read = table_slot_create(rel, NULL);
+	TupleTableSlot *locked = table_slot_create(rel, NULL);
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	bool		ok = false;
 
-	result = table_tuple_lock(rel, tid, GetActiveSnapshot(), slot,
-							  GetCurrentCommandId(true), LockTupleExclusive,
-							  LockWaitSkip, 0, &tmfd);
-	ExecDropSingleTupleTableSlot(slot);
+	if (table_tuple_fetch_row_version(rel, tid, snapshot, read))
+	{
+		bool		isnull;
+		Datum		read_id = slot_getattr(read, cat->session_id, &isnull);
+		Datum		expires = slot_getattr(read, cat->session_expires_at,
+										   &isnull);
+		TM_FailureData tmfd;
+
+		ok = memcmp(DatumGetUUIDP(read_id), DatumGetUUIDP(id), UUID_LEN) == 0 &&
+			DatumGetTimestampTz(expires) <= now &&
+			table_tuple_lock(rel, tid, snapshot, locked,
+							 GetCurrentCommandId(true), LockTupleExclusive,
+							 LockWaitSkip, 0, &tmfd) == TM_Ok;
+	}
+	UnregisterSnapshot(snapshot);
+	ExecDropSingleTupleTableSlot(locked);
+	ExecDropSingleTupleTableSlot(read);
 	table_close(rel, NoLock);
-	return result == TM_Ok;
+	return ok;
 }
 
 /*
@@ -689,7 +711,7 @@ session_reap_batch(TimestampTz now, int limit, ReapCursor *from,
 		if (session_used_by_me(id) ||
 			!session_lock(id, SESSION_TAG_USE, ExclusiveLock, true))
 			continue;			/* in use: a later reap takes it */
-		locked = session_lock_version(&tids[i]);
+		locked = session_lock_version(&tids[i], id, now);
 		session_unlock(id, SESSION_TAG_USE, ExclusiveLock);
 		if (locked && session_end(id, now, "session expired", false))
 			reaped++;
