@@ -358,18 +358,22 @@ lease_token_durable(Oid seqid)
 
 /*
  * The instant of a grant bound to a session (has_session) that the call
- * found live until session_expires: the session must still be live then,
- * or the grant would be dead on arrival (55000).  Called again after a
- * grant statement that may have waited for the lock row; its error undoes
- * the grant.
+ * found live until *session_expires: the session must still be live then,
+ * or the grant would be dead on arrival (55000).  Should that expiry have
+ * passed, the session is judged again on its committed row, since a
+ * heartbeat may have extended it meanwhile (the call holds its use lock,
+ * so it has not been closed or reaped).  Called again after a grant
+ * statement that may have waited for the lock row; its error undoes the
+ * grant.
  */
 static TimestampTz
-lease_grant_now(bool has_session, TimestampTz session_expires,
+lease_grant_now(bool has_session, TimestampTz *session_expires,
 				Datum session_id)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (has_session && session_expires <= now)
+	if (has_session && *session_expires <= now &&
+		!dl_session_still_live(session_id, session_expires))
 		dl_session_expired_error(session_id);
 	return now;
 }
@@ -425,7 +429,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 	 * committed row.
 	 */
 	{
-		TimestampTz now = lease_grant_now(has_session, session_expires,
+		TimestampTz now = lease_grant_now(has_session, &session_expires,
 										  values[2]);
 		LeaseRow	row;
 
@@ -434,9 +438,9 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		if (dl_exec(&grant_released_stmt, values, nulls, 0) == 1)
 		{
 			token = dl_getint64(0, 1);
-			lease_token_durable(seqid);
 			/* the statement may have waited for the row: still live? */
-			(void) lease_grant_now(has_session, session_expires, values[2]);
+			(void) lease_grant_now(has_session, &session_expires, values[2]);
+			lease_token_durable(seqid);
 			dl_leave(&call);
 			PG_RETURN_INT64(token);
 		}
@@ -472,16 +476,16 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		if (!lease_lock_row(&lock_for_update_stmt, name, &row, NULL))
 		{
 			/* first grant ever; lose a race and we lock the winner's row */
-			now = lease_grant_now(has_session, session_expires, values[2]);
+			now = lease_grant_now(has_session, &session_expires, values[2]);
 			values[3] = TimestampTzGetDatum(now);
 			lease_expiry(ttl, now, &values[4], &nulls[4]);
 			if (dl_exec(&insert_stmt, values, nulls, 0) == 1)
 			{
 				granted = true;
 				token = dl_getint64(0, 1);
-				lease_token_durable(seqid);
-				(void) lease_grant_now(has_session, session_expires,
+				(void) lease_grant_now(has_session, &session_expires,
 									   values[2]);
+				lease_token_durable(seqid);
 				break;
 			}
 			CHECK_FOR_INTERRUPTS();
@@ -496,7 +500,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		if (!reentry && lease_blocks(&row, intact, now))
 			break;				/* held by another owner, or on hold */
 
-		now = lease_grant_now(has_session, session_expires, values[2]);
+		now = lease_grant_now(has_session, &session_expires, values[2]);
 		values[3] = TimestampTzGetDatum(now);
 		lease_expiry(ttl, now, &values[4], &nulls[4]);
 		values[7] = BoolGetDatum(reentry);

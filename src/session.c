@@ -521,6 +521,21 @@ dl_session_use(DistlockCall *call, Datum session_id, TimestampTz *expires)
 	pg_unreachable();
 }
 
+/*
+ * Whether session_id, through which the caller acts (holding its use lock),
+ * is still live now, judged again on its committed row; if so, *expires is
+ * set to its expiry as committed.  A heartbeat in flight counts as an
+ * expiry, as for every call of the session itself.
+ */
+bool
+dl_session_still_live(Datum session_id, TimestampTz *expires)
+{
+	Oid			creator;
+
+	return session_state_now(session_id, NULL) == SESSION_LIVE &&
+		session_read(session_id, expires, &creator, NULL);
+}
+
 /* Raise 55000: session_id, through which the caller acts, has expired. */
 void
 dl_session_expired_error(Datum session_id)
@@ -552,11 +567,25 @@ session_running_left(Datum session_id)
 	CommandCounterIncrement();
 	rel = table_open(cat->jobs, AccessShareLock);
 	idx = index_open(cat->jobs_running_session_idx, AccessShareLock);
+	if (!idx->rd_index->indisvalid || !idx->rd_index->indisready)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("index \"distlock.jobs_running_session_idx\" is not valid"),
+				 errhint("REINDEX INDEX distlock.jobs_running_session_idx.")));
 	slot = table_slot_create(rel, NULL);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	scan = dl_index_scan(rel, idx, snapshot, BTEqualStrategyNumber,
 						 F_UUID_EQ, session_id);
-	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	found = false;
+	while (!found && index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+
+		/* the index's predicate says running; check, should it be altered */
+		found = DatumGetObjectId(slot_getattr(slot, cat->job_status,
+											  &isnull)) ==
+			cat->status_running;
+	}
 	index_endscan(scan);
 	UnregisterSnapshot(snapshot);
 	ExecDropSingleTupleTableSlot(slot);
