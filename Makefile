@@ -69,8 +69,19 @@ ISOLATION_OPTS = --inputdir=test
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
 	-Wno-missing-field-initializers
 
+# PG=18 (or 15, 17...): the assert-enabled server test/pgbuild.sh builds
+# from Debian's source package into its cache, once.  Otherwise PG_CONFIG,
+# or the pg_config on PATH (Debian's 15).
+ifneq ($(PG),)
+PG_CONFIG := $(shell test/pgbuild.sh $(PG))
+endif
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+
+# The objects are rebuilt when PG_CONFIG names another server.
+PG_STAMP := .pg_config.stamp
+$(shell echo '$(PG_CONFIG)' | cmp -s - $(PG_STAMP) || echo '$(PG_CONFIG)' > $(PG_STAMP))
+EXTRA_CLEAN += $(PG_STAMP)
 ifneq ($(PGXS),)
 include $(PGXS)
 else
@@ -80,9 +91,9 @@ all:
 endif
 
 # Every object includes the shared header (PGXS tracks no dependencies).
-$(OBJS): src/distlock.h
+$(OBJS): src/distlock.h src/compat.h $(PG_STAMP)
 
-.PHONY: deps test test-assert demo bench
+.PHONY: deps test test-assert test-all demo bench
 
 # Install what the build, the tests and the demo need (Debian packages).
 deps:
@@ -107,6 +118,11 @@ test-assert: deps
 	PG_CONFIG=$$pgc SCRIPTS="$(ASSERT_SCRIPTS)" test/run.sh \
 		--regress "$(REGRESS)" --isolation "$(ISOLATION)"; \
 	rc=$$?; $(MAKE) clean; exit $$rc
+
+# The matrix: Debian's PostgreSQL 15, 15 with assertions, 18 with
+# assertions, and 17 with assertions where its source package can be had.
+test-all: deps
+	.ci/run
 
 # The demo client: a plain libpq program, not part of the extension.  Its
 # flags are expanded only when it is built, after "deps" has installed

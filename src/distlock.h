@@ -245,7 +245,7 @@ extern void dl_check_access(DistlockCall *call, Oid creator,
 /* session.c */
 extern bool dl_session_use(DistlockCall *call, Datum session_id,
 						   TimestampTz *expires);
-extern void dl_session_expired_error(Datum session_id) pg_attribute_noreturn();
+extern void dl_session_expired_error(Datum session_id);
 extern bool dl_session_still_live(Datum session_id, TimestampTz *expires);
 extern bool dl_session_is_live(Datum session_id, bool busy_is_live);
 extern bool dl_session_acting(DistlockCall *call, Datum session_id);

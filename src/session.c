@@ -83,6 +83,7 @@
 #include "utils/snapmgr.h"
 #include "utils/uuid.h"
 
+#include "compat.h"
 #include "distlock.h"
 
 PG_FUNCTION_INFO_V1(distlock_session_open);
@@ -343,7 +344,7 @@ session_used_by_me(Datum session_id)
 	LOCKTAG		tag;
 
 	session_tag(&tag, session_id, SESSION_TAG_USE);
-	return LockHeldByMe(&tag, ShareLock);
+	return dl_lock_held_by_me(&tag, ShareLock);
 }
 
 /*

@@ -57,6 +57,7 @@
 #include "utils/syscache.h"
 #include "utils/uuid.h"
 
+#include "compat.h"
 #include "distlock.h"
 
 /*
@@ -93,6 +94,7 @@ bool
 dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
 {
 	RangeTblEntry *rte;
+	Bitmapset  *updated_cols = NULL;
 
 	if (!dl_direct_path || IsolationUsesXactSnapshot())
 		return false;
@@ -118,11 +120,11 @@ dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
 	rte->relkind = jt->rel->rd_rel->relkind;
 	rte->rellockmode = RowExclusiveLock;
 	for (int i = 0; i < nupdated; i++)
-		rte->updatedCols = bms_add_member(rte->updatedCols,
-										  updated[i] -
-										  FirstLowInvalidHeapAttributeNumber);
+		updated_cols = bms_add_member(updated_cols,
+									  updated[i] -
+									  FirstLowInvalidHeapAttributeNumber);
 	jt->estate = CreateExecutorState();
-	ExecInitRangeTable(jt->estate, list_make1(rte));
+	dl_init_update_range_table(jt->estate, rte, updated_cols);
 	jt->result_rel = makeNode(ResultRelInfo);
 	InitResultRelInfo(jt->result_rel, jt->rel, 1, NULL, 0);
 	ExecOpenIndices(jt->result_rel, false);
@@ -210,18 +212,18 @@ dl_jobs_update(JobsTable *jt, Snapshot snapshot, bool wait)
 {
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
-	bool		update_indexes;
+	DlUpdateIndexes update_indexes;
 	TM_Result	result;
 
 	ExecStoreVirtualTuple(jt->new);
 	result = table_tuple_update(jt->rel, &jt->old->tts_tid, jt->new, jt->cid,
 								snapshot, InvalidSnapshot, wait, &tmfd,
 								&lockmode, &update_indexes);
-	if (result == TM_Ok && update_indexes)
+	if (result == TM_Ok && dl_indexes_changed(update_indexes))
 	{
 		/* a deferred unique or exclusion check would be left to us */
-		if (ExecInsertIndexTuples(jt->result_rel, jt->new, jt->estate,
-								  true, false, NULL, NIL) != NIL)
+		if (dl_insert_index_tuples(jt->result_rel, jt->new, jt->estate,
+								   update_indexes) != NIL)
 			elog(ERROR, "unexpected deferred index check on distlock.jobs");
 		ResetPerTupleExprContext(jt->estate);
 	}
@@ -242,7 +244,7 @@ dl_index_scan(Relation heap, Relation index, Snapshot snapshot,
 
 	ScanKeyEntryInitialize(&key, 0, 1, strategy, InvalidOid,
 						   index->rd_indcollation[0], proc, value);
-	scan = index_beginscan(heap, index, snapshot, 1, 0);
+	scan = dl_index_beginscan(heap, index, snapshot, 1, 0);
 	index_rescan(scan, &key, 1, NULL, 0);
 	return scan;
 }

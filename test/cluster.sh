@@ -14,6 +14,8 @@
 # The server of the PG_CONFIG the build used (make exports it).
 PG_CONFIG=${PG_CONFIG:-pg_config}
 PG_BINDIR=${PG_BINDIR:-$("$PG_CONFIG" --bindir)}
+# psql, pg_dump, pgbench... of the same server first.
+export PATH="$PG_BINDIR:$PATH"
 
 # Run a command as the cluster's owner.
 as_owner()

@@ -51,12 +51,13 @@ cp -r "$top/test" "$top/expected" "$work/"
 passed=0
 failed=0
 
-# Count pg_regress's "... ok" and "... FAILED" lines from file $1.
+# Count pg_regress's passed and failed tests from file $1: "... ok" and
+# "... FAILED" up to PostgreSQL 15, TAP's "ok N" and "not ok N" from 16 on.
 count_pg_regress()
 {
 	local ok bad
-	ok=$(grep -cE '\.\.\. ok' "$1")
-	bad=$(grep -cE '\.\.\. (FAILED|failed)' "$1")
+	ok=$(grep -cE '\.\.\. ok|^ok [0-9]+ ' "$1")
+	bad=$(grep -cE '\.\.\. (FAILED|failed)|^not ok [0-9]+ ' "$1")
 	passed=$((passed + ok))
 	failed=$((failed + bad))
 }

@@ -1,0 +1,97 @@
+/*-------------------------------------------------------------------------
+ *
+ * compat.h
+ *		What differs between the PostgreSQL major versions distlock builds
+ *		against (15 to 18), in one place.
+ *
+ * Each difference is a PG_VERSION_NUM guard around a macro or a static
+ * inline function with one signature for every version; the rest of the
+ * code calls only these.
+ *
+ *	- 16: table_tuple_update() reports which indexes need new entries as
+ *	  TU_UpdateIndexes rather than a bool, and ExecInsertIndexTuples() takes
+ *	  onlySummarizing; the columns an UPDATE changes moved from the range
+ *	  table entry to its RTEPermissionInfo.
+ *	- 17: LockHeldByMe() can also accept a stronger mode.
+ *	- 18: ExecInitRangeTable() takes the unpruned relations, and
+ *	  index_beginscan() an instrumentation struct.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/compat.h
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DISTLOCK_COMPAT_H
+#define DISTLOCK_COMPAT_H
+
+#include "access/genam.h"
+#include "access/tableam.h"
+#include "executor/executor.h"
+#include "nodes/bitmapset.h"
+#include "nodes/makefuncs.h"
+#include "nodes/parsenodes.h"
+#include "storage/lock.h"
+#include "utils/acl.h"
+
+/* What table_tuple_update() says about the indexes. */
+#if PG_VERSION_NUM >= 160000
+typedef TU_UpdateIndexes DlUpdateIndexes;
+#define dl_indexes_changed(u)	((u) != TU_None)
+#define dl_insert_index_tuples(rri, slot, estate, u) \
+	ExecInsertIndexTuples((rri), (slot), (estate), true, false, NULL, NIL, \
+						  (u) == TU_Summarizing)
+#else
+typedef bool DlUpdateIndexes;
+#define dl_indexes_changed(u)	(u)
+#define dl_insert_index_tuples(rri, slot, estate, u) \
+	ExecInsertIndexTuples((rri), (slot), (estate), true, false, NULL, NIL)
+#endif
+
+/*
+ * Set up estate's range table as that of an UPDATE of the relation of rte
+ * (entry 1) that changes the columns in updated (offsets by
+ * FirstLowInvalidHeapAttributeNumber, as the executor keeps them).
+ */
+static inline void
+dl_init_update_range_table(EState *estate, RangeTblEntry *rte,
+						   Bitmapset *updated)
+{
+#if PG_VERSION_NUM >= 160000
+	RTEPermissionInfo *perminfo = makeNode(RTEPermissionInfo);
+
+	perminfo->relid = rte->relid;
+	perminfo->inh = false;
+	perminfo->requiredPerms = ACL_UPDATE;
+	perminfo->updatedCols = updated;
+	rte->perminfoindex = 1;
+#if PG_VERSION_NUM >= 180000
+	ExecInitRangeTable(estate, list_make1(rte), list_make1(perminfo),
+					   bms_make_singleton(1));
+#else
+	ExecInitRangeTable(estate, list_make1(rte), list_make1(perminfo));
+#endif
+#else
+	rte->updatedCols = updated;
+	ExecInitRangeTable(estate, list_make1(rte));
+#endif
+}
+
+/* index_beginscan() without instrumentation. */
+#if PG_VERSION_NUM >= 180000
+#define dl_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), (norderbys))
+#else
+#define dl_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan((heap), (index), (snapshot), (nkeys), (norderbys))
+#endif
+
+/* Whether this backend holds the lock in exactly mode. */
+#if PG_VERSION_NUM >= 170000
+#define dl_lock_held_by_me(tag, mode)	LockHeldByMe((tag), (mode), false)
+#else
+#define dl_lock_held_by_me(tag, mode)	LockHeldByMe((tag), (mode))
+#endif
+
+#endif							/* DISTLOCK_COMPAT_H */
