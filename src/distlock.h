@@ -217,6 +217,26 @@ extern IndexScanDesc dl_index_scan(Relation heap, Relation index,
 								   Snapshot snapshot, StrategyNumber strategy,
 								   RegProcedure proc, Datum value);
 
+/*
+ * tables.c: one of distlock's tables read as committed now, and as this
+ * transaction has changed it so far, through one index scan at a time.
+ */
+typedef struct LatestRead
+{
+	Relation	rel;
+	Snapshot	snapshot;
+	TupleTableSlot *slot;		/* the row dl_latest_next() found */
+	Relation	index;			/* of the scan in progress, or NULL */
+	IndexScanDesc scan;
+} LatestRead;
+
+extern void dl_latest_open(LatestRead *lr, Oid relid, LOCKMODE lockmode);
+extern void dl_latest_scan(LatestRead *lr, Oid indexid,
+						   StrategyNumber strategy, RegProcedure proc,
+						   Datum value);
+extern bool dl_latest_next(LatestRead *lr);
+extern void dl_latest_close(LatestRead *lr);
+
 /* check.c */
 extern text *dl_arg_name(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *dl_arg_optional_name(FunctionCallInfo fcinfo, int argno,

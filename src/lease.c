@@ -35,7 +35,7 @@
  * then reads the clock (see distlock.h).  A grant bound to the caller's own
  * session is made only while that session is still live at the grant's
  * instant.  Every token drawn is made durable before it is returned
- * (lease_token_durable()), so no crash hands it out again.  Two contenders are
+ * (lease_token_drawn()), so no crash hands it out again.  Two contenders are
  * thus serialised on the lock row and the second sees the first's grant.
  * fence() keeps its FOR SHARE lock until the caller's transaction ends, so
  * no other owner can take the lock before the writes fenced by it commit.
@@ -88,7 +88,6 @@
 #include "access/relation.h"
 #include "access/xact.h"
 #include "access/xlog.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_sequence.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -303,26 +302,42 @@ lease_expiry(Interval *ttl, TimestampTz now, Datum *value, char *null)
 }
 
 /*
- * Check that distlock.token_seq still hands out increasing values to every
- * backend: one at a time (CACHE 1: a backend's cached values would come
- * after values other backends drew later), upwards, never wrapping, and
- * logged (an unlogged sequence restarts after a crash).  Its owner could
- * change that with ALTER SEQUENCE; refuse to grant then.  Returns the
- * sequence's OID.
+ * A grant has just drawn a token from distlock.token_seq: make sure no
+ * token is ever handed out twice or out of order, before this one is
+ * returned.
+ *
+ * The sequence must still hand out increasing values to every backend:
+ * one at a time (CACHE 1: a backend's cached values would come after values
+ * other backends drew later), upwards, never wrapping, and logged (an
+ * unlogged sequence restarts after a crash).  Its owner could change that
+ * with ALTER SEQUENCE; the grant then fails with 55000, which undoes it.
+ * Checked here, where a token was drawn, so that refusals pay nothing.
+ *
+ * Then the WAL is flushed up to the sequence's last record, so that the
+ * token is never drawn again whether or not this transaction commits and
+ * whatever synchronous_commit says: nextval() logs values ahead of those
+ * it hands out and flushes only at commit, and only with synchronous_commit
+ * on; a crash before that would restart the sequence below a token a
+ * client already holds.  The flush costs a WAL write only when nextval()
+ * has just logged ahead, once every 32 tokens.
  */
-static Oid
-lease_token_seq(void)
+static void
+lease_token_drawn(void)
 {
 	Oid			seqid = dl_catalog()->token_seq;
 	HeapTuple	tup;
-	Form_pg_sequence seq;
+	Form_pg_sequence seqform;
 	bool		ok;
+	Relation	seq;
+	Buffer		buf;
+	XLogRecPtr	lsn;
 
 	tup = SearchSysCache1(SEQRELID, ObjectIdGetDatum(seqid));
 	if (!HeapTupleIsValid(tup))
 		elog(ERROR, "cache lookup failed for sequence %u", seqid);
-	seq = (Form_pg_sequence) GETSTRUCT(tup);
-	ok = seq->seqcache == 1 && seq->seqincrement > 0 && !seq->seqcycle &&
+	seqform = (Form_pg_sequence) GETSTRUCT(tup);
+	ok = seqform->seqcache == 1 && seqform->seqincrement > 0 &&
+		!seqform->seqcycle &&
 		get_rel_persistence(seqid) == RELPERSISTENCE_PERMANENT;
 	ReleaseSysCache(tup);
 	if (!ok)
@@ -331,26 +346,10 @@ lease_token_seq(void)
 				 errmsg("sequence \"distlock.token_seq\" cannot hand out fencing tokens in order"),
 				 errdetail("Fencing tokens need a logged sequence with CACHE 1, a positive INCREMENT and NO CYCLE."),
 				 errhint("Restore it with ALTER SEQUENCE distlock.token_seq SET LOGGED CACHE 1 INCREMENT 1 NO CYCLE.")));
-	return seqid;
-}
 
-/*
- * Make sure a token just drawn from the sequence seqid is never drawn
- * again, whether or not this transaction commits and whatever
- * synchronous_commit says: flush the WAL up to the sequence's last record.
- * nextval() logs values ahead of those it hands out and flushes only at
- * commit, and only with synchronous_commit on; a crash before that would
- * restart the sequence below a token a client already holds.  The flush
- * costs a WAL write only when nextval() has just logged ahead, once every
- * 32 tokens.
- */
-static void
-lease_token_durable(Oid seqid)
-{
-	Relation	seq = relation_open(seqid, AccessShareLock);
-	Buffer		buf = ReadBuffer(seq, 0);
-	XLogRecPtr	lsn = BufferGetLSNAtomic(buf);
-
+	seq = relation_open(seqid, AccessShareLock);
+	buf = ReadBuffer(seq, 0);
+	lsn = BufferGetLSNAtomic(buf);
 	ReleaseBuffer(buf);
 	relation_close(seq, AccessShareLock);
 	XLogFlush(lsn);
@@ -406,7 +405,6 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 	bool		granted = false;
 	int64		token = 0;
 	TimestampTz session_expires = 0;
-	Oid			seqid;
 
 	values[0] = PointerGetDatum(name);
 	values[1] = PointerGetDatum(owner);
@@ -420,7 +418,6 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 
 	if (has_session)
 		dl_session_use(&call, values[2], &session_expires);
-	seqid = lease_token_seq();
 
 	/*
 	 * The shortcuts of the header comment: a released lock is granted in one
@@ -440,7 +437,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 			token = dl_getint64(0, 1);
 			/* the statement may have waited for the row: still live? */
 			(void) lease_grant_now(has_session, &session_expires, values[2]);
-			lease_token_durable(seqid);
+			lease_token_drawn();
 			dl_leave(&call);
 			PG_RETURN_INT64(token);
 		}
@@ -485,7 +482,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 				token = dl_getint64(0, 1);
 				(void) lease_grant_now(has_session, &session_expires,
 									   values[2]);
-				lease_token_durable(seqid);
+				lease_token_drawn();
 				break;
 			}
 			CHECK_FOR_INTERRUPTS();
@@ -508,7 +505,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		granted = true;
 		token = dl_getint64(0, 1);
 		if (!reentry)
-			lease_token_durable(seqid);
+			lease_token_drawn();
 		break;
 	}
 	dl_leave(&call);

@@ -65,11 +65,8 @@
  */
 #include "postgres.h"
 
-#include "access/genam.h"
-#include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -80,7 +77,6 @@
 #include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
-#include "utils/snapmgr.h"
 #include "utils/uuid.h"
 
 #include "compat.h"
@@ -193,54 +189,36 @@ static bool
 session_read(Datum session_id, TimestampTz *expires, Oid *creator,
 			 bool *others_expired)
 {
-	Relation	rel;
-	Relation	idx;
-	Snapshot	snapshot;
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
-	bool		found;
 	const DistlockCatalog *cat = dl_catalog();
+	LatestRead	lr;
+	bool		found;
 
-	/* what earlier commands of this statement did is visible (a close) */
-	CommandCounterIncrement();
-	rel = table_open(cat->sessions, AccessShareLock);
-	slot = table_slot_create(rel, NULL);
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
-
-	idx = index_open(cat->sessions_pkey, AccessShareLock);
-	scan = dl_index_scan(rel, idx, snapshot, BTEqualStrategyNumber, F_UUID_EQ,
-					   session_id);
-	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	dl_latest_open(&lr, cat->sessions, AccessShareLock);
+	dl_latest_scan(&lr, cat->sessions_pkey, BTEqualStrategyNumber, F_UUID_EQ,
+				   session_id);
+	found = dl_latest_next(&lr);
 	if (found)
 	{
 		bool		isnull;
 
 		if (expires)
-			*expires = DatumGetTimestampTz(slot_getattr(slot,
+			*expires = DatumGetTimestampTz(slot_getattr(lr.slot,
 														cat->session_expires_at,
 														&isnull));
-		*creator = DatumGetObjectId(slot_getattr(slot,
+		*creator = DatumGetObjectId(slot_getattr(lr.slot,
 												 cat->session_created_by,
 												 &isnull));
 	}
-	index_endscan(scan);
-	index_close(idx, NoLock);
 
 	/* the first entry of sessions_expires_at_idx, if it is due */
 	if (found && others_expired)
 	{
-		idx = index_open(cat->sessions_expires_at_idx, AccessShareLock);
-		scan = dl_index_scan(rel, idx, snapshot, BTLessEqualStrategyNumber,
-						   F_TIMESTAMPTZ_LE,
-						   TimestampTzGetDatum(GetCurrentTimestamp()));
-		*others_expired = index_getnext_slot(scan, ForwardScanDirection, slot);
-		index_endscan(scan);
-		index_close(idx, NoLock);
+		dl_latest_scan(&lr, cat->sessions_expires_at_idx,
+					   BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE,
+					   TimestampTzGetDatum(GetCurrentTimestamp()));
+		*others_expired = dl_latest_next(&lr);
 	}
-
-	UnregisterSnapshot(snapshot);
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, NoLock);
+	dl_latest_close(&lr);
 	return found;
 }
 
@@ -351,30 +329,35 @@ session_used_by_me(Datum session_id)
  * The state of session_id as last committed, judged on the clock read after
  * it, for a caller that holds no lock on its row.  "Expired" is confirmed
  * under the beat lock (see the header comment); SESSION_BUSY if a heartbeat
- * in flight holds it.  Never waits, and keeps no lock.  *creator, if
- * given, is set when the session exists.
+ * in flight holds it.  Never waits, and keeps no lock.  *creator and
+ * *expires, if given, are set to what the judgement read when the session
+ * exists.
  */
 static SessionState
-session_state_now(Datum session_id, Oid *creator)
+session_state_now(Datum session_id, Oid *creator, TimestampTz *expires)
 {
-	TimestampTz expires;
+	TimestampTz until;
 	Oid			role;
 	SessionState state;
 
-	if (!session_read(session_id, &expires, &role, NULL))
+	if (!session_read(session_id, &until, &role, NULL))
 		return SESSION_MISSING;
 	if (creator)
 		*creator = role;
-	if (expires > GetCurrentTimestamp())
+	if (expires)
+		*expires = until;
+	if (until > GetCurrentTimestamp())
 		return SESSION_LIVE;
 	if (!session_lock(session_id, SESSION_TAG_BEAT, ShareLock, true))
 		return SESSION_BUSY;
-	if (!session_read(session_id, &expires, &role, NULL))
+	if (!session_read(session_id, &until, &role, NULL))
 		state = SESSION_MISSING;
-	else if (expires > GetCurrentTimestamp())
+	else if (until > GetCurrentTimestamp())
 		state = SESSION_LIVE;
 	else
 		state = SESSION_EXPIRED;
+	if (expires)
+		*expires = until;
 	session_unlock(session_id, SESSION_TAG_BEAT, ShareLock);
 	return state;
 }
@@ -442,11 +425,9 @@ session_acting_state(DistlockCall *call, Datum session_id,
 		state = session_judge(call, session_id, *expires, creator);
 		if (state == SESSION_EXPIRED)
 		{
-			state = session_state_now(session_id, NULL);
+			state = session_state_now(session_id, NULL, expires);
 			if (state == SESSION_BUSY)
 				state = SESSION_EXPIRED;
-			if (state == SESSION_LIVE)
-				(void) session_read(session_id, expires, &creator, NULL);
 		}
 	}
 
@@ -466,7 +447,7 @@ session_acting_state(DistlockCall *call, Datum session_id,
 bool
 dl_session_is_live(Datum session_id, bool busy_is_live)
 {
-	switch (session_state_now(session_id, NULL))
+	switch (session_state_now(session_id, NULL, NULL))
 	{
 		case SESSION_LIVE:
 			return true;
@@ -531,10 +512,7 @@ dl_session_use(DistlockCall *call, Datum session_id, TimestampTz *expires)
 bool
 dl_session_still_live(Datum session_id, TimestampTz *expires)
 {
-	Oid			creator;
-
-	return session_state_now(session_id, NULL) == SESSION_LIVE &&
-		session_read(session_id, expires, &creator, NULL);
+	return session_state_now(session_id, NULL, expires) == SESSION_LIVE;
 }
 
 /* Raise 55000: session_id, through which the caller acts, has expired. */
@@ -558,40 +536,27 @@ static bool
 session_running_left(Datum session_id)
 {
 	const DistlockCatalog *cat = dl_catalog();
-	Relation	rel;
-	Relation	idx;
-	Snapshot	snapshot;
-	IndexScanDesc scan;
-	TupleTableSlot *slot;
-	bool		found;
+	LatestRead	lr;
+	bool		found = false;
 
-	CommandCounterIncrement();
-	rel = table_open(cat->jobs, AccessShareLock);
-	idx = index_open(cat->jobs_running_session_idx, AccessShareLock);
-	if (!idx->rd_index->indisvalid || !idx->rd_index->indisready)
+	dl_latest_open(&lr, cat->jobs, AccessShareLock);
+	dl_latest_scan(&lr, cat->jobs_running_session_idx, BTEqualStrategyNumber,
+				   F_UUID_EQ, session_id);
+	if (!lr.index->rd_index->indisvalid || !lr.index->rd_index->indisready)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("index \"distlock.jobs_running_session_idx\" is not valid"),
 				 errhint("REINDEX INDEX distlock.jobs_running_session_idx.")));
-	slot = table_slot_create(rel, NULL);
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	scan = dl_index_scan(rel, idx, snapshot, BTEqualStrategyNumber,
-						 F_UUID_EQ, session_id);
-	found = false;
-	while (!found && index_getnext_slot(scan, ForwardScanDirection, slot))
+	while (!found && dl_latest_next(&lr))
 	{
 		bool		isnull;
 
 		/* the index's predicate says running; check, should it be altered */
-		found = DatumGetObjectId(slot_getattr(slot, cat->job_status,
+		found = DatumGetObjectId(slot_getattr(lr.slot, cat->job_status,
 											  &isnull)) ==
 			cat->status_running;
 	}
-	index_endscan(scan);
-	UnregisterSnapshot(snapshot);
-	ExecDropSingleTupleTableSlot(slot);
-	index_close(idx, NoLock);
-	table_close(rel, NoLock);
+	dl_latest_close(&lr);
 	return found;
 }
 
@@ -650,30 +615,28 @@ static bool
 session_lock_version(ItemPointer tid, Datum id, TimestampTz now)
 {
 	const DistlockCatalog *cat = dl_catalog();
-	Relation	rel = table_open(cat->sessions, RowShareLock);
-	TupleTableSlot *read = table_slot_create(rel, NULL);
-	TupleTableSlot *locked = table_slot_create(rel, NULL);
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	LatestRead	lr;
 	bool		ok = false;
 
-	if (table_tuple_fetch_row_version(rel, tid, snapshot, read))
+	dl_latest_open(&lr, cat->sessions, RowShareLock);
+	if (table_tuple_fetch_row_version(lr.rel, tid, lr.snapshot, lr.slot))
 	{
 		bool		isnull;
-		Datum		read_id = slot_getattr(read, cat->session_id, &isnull);
-		Datum		expires = slot_getattr(read, cat->session_expires_at,
+		Datum		read_id = slot_getattr(lr.slot, cat->session_id, &isnull);
+		Datum		expires = slot_getattr(lr.slot, cat->session_expires_at,
 										   &isnull);
+		TupleTableSlot *locked = table_slot_create(lr.rel, NULL);
 		TM_FailureData tmfd;
 
-		ok = memcmp(DatumGetUUIDP(read_id), DatumGetUUIDP(id), UUID_LEN) == 0 &&
+		ok = memcmp(DatumGetUUIDP(read_id), DatumGetUUIDP(id),
+					UUID_LEN) == 0 &&
 			DatumGetTimestampTz(expires) <= now &&
-			table_tuple_lock(rel, tid, snapshot, locked,
+			table_tuple_lock(lr.rel, tid, lr.snapshot, locked,
 							 GetCurrentCommandId(true), LockTupleExclusive,
 							 LockWaitSkip, 0, &tmfd) == TM_Ok;
+		ExecDropSingleTupleTableSlot(locked);
 	}
-	UnregisterSnapshot(snapshot);
-	ExecDropSingleTupleTableSlot(locked);
-	ExecDropSingleTupleTableSlot(read);
-	table_close(rel, NoLock);
+	dl_latest_close(&lr);
 	return ok;
 }
 
@@ -830,7 +793,7 @@ distlock_heartbeat(PG_FUNCTION_ARGS)
 		 * lock that a reaper may hold until its transaction ends.
 		 */
 		if (!IsolationUsesXactSnapshot())
-			live = session_state_now(values[0], NULL) == SESSION_LIVE;
+			live = session_state_now(values[0], NULL, NULL) == SESSION_LIVE;
 		if (live)
 			live = session_lock_state(&lock_heartbeat_stmt, values[0],
 									  &call) == SESSION_LIVE;
@@ -874,7 +837,7 @@ distlock_session_close(PG_FUNCTION_ARGS)
 	session_id = PG_GETARG_DATUM(0);
 
 	dl_enter(&call, "distlock.session_close()", true);
-	switch (session_state_now(session_id, &creator))
+	switch (session_state_now(session_id, &creator, NULL))
 	{
 		case SESSION_MISSING:
 			live = false;

@@ -268,3 +268,62 @@ dl_jobs_scan_end(IndexScanDesc scan)
 	index_endscan(scan);
 	UnregisterSnapshot(snapshot);
 }
+
+/*
+ * Open table relid in lockmode for reads as committed now: under one new
+ * snapshot, taken after a CommandCounterIncrement so that what earlier
+ * commands of this statement did is visible too (a close before a claim in
+ * one SELECT).
+ */
+void
+dl_latest_open(LatestRead *lr, Oid relid, LOCKMODE lockmode)
+{
+	CommandCounterIncrement();
+	lr->rel = table_open(relid, lockmode);
+	lr->slot = table_slot_create(lr->rel, NULL);
+	lr->snapshot = RegisterSnapshot(GetLatestSnapshot());
+	lr->index = NULL;
+	lr->scan = NULL;
+}
+
+static void
+latest_scan_end(LatestRead *lr)
+{
+	if (lr->scan == NULL)
+		return;
+	index_endscan(lr->scan);
+	index_close(lr->index, NoLock);
+	lr->scan = NULL;
+	lr->index = NULL;
+}
+
+/*
+ * Begin a scan of index indexid for the entries whose first column
+ * compares to value by strategy (proc: its operator's function), ending
+ * the scan before it.
+ */
+void
+dl_latest_scan(LatestRead *lr, Oid indexid, StrategyNumber strategy,
+			   RegProcedure proc, Datum value)
+{
+	latest_scan_end(lr);
+	lr->index = index_open(indexid, AccessShareLock);
+	lr->scan = dl_index_scan(lr->rel, lr->index, lr->snapshot, strategy, proc,
+							 value);
+}
+
+/* The next row of the scan, into lr->slot; false when there is none. */
+bool
+dl_latest_next(LatestRead *lr)
+{
+	return index_getnext_slot(lr->scan, ForwardScanDirection, lr->slot);
+}
+
+void
+dl_latest_close(LatestRead *lr)
+{
+	latest_scan_end(lr);
+	UnregisterSnapshot(lr->snapshot);
+	ExecDropSingleTupleTableSlot(lr->slot);
+	table_close(lr->rel, NoLock);
+}
