@@ -13,7 +13,9 @@ OBJS = \
 	src/queue.o \
 	src/session.o \
 	src/tables.o \
-	src/throttle.o
+	src/throttle.o \
+	src/wait.o \
+	src/wake.o
 DATA = $(wildcard sql/distlock--*.sql)
 PGFILEDESC = "distlock - lease locks, worker sessions and a job queue"
 

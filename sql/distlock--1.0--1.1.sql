@@ -19,3 +19,39 @@ CREATE OR REPLACE FUNCTION distlock.visible(creator regrole)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'distlock_visible'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
+
+--
+-- Calls that wait in the server (src/wait.c).  Procedures, so that they can
+-- commit before they sleep and hold no snapshot or lock while they wait:
+-- CALL them outside a transaction block (inside one, only wait => '0').
+--
+CREATE PROCEDURE distlock.claim_wait(queue text, session_id uuid,
+									 max_jobs integer DEFAULT 1,
+									 wait interval DEFAULT '30 seconds',
+									 INOUT jobs distlock.jobs[] DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'distlock_claim_wait'
+LANGUAGE C;
+COMMENT ON PROCEDURE distlock.claim_wait(text, uuid, integer, interval, distlock.jobs[]) IS
+	'claim up to max_jobs due jobs, waiting up to wait for some to be enqueued or become due; returns those claimed';
+
+CREATE PROCEDURE distlock.complete_and_claim_wait(job_id bigint,
+												  session_id uuid,
+												  result jsonb DEFAULT NULL,
+												  max_jobs integer DEFAULT 1,
+												  wait interval DEFAULT '30 seconds',
+												  INOUT jobs distlock.jobs[] DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'distlock_complete_and_claim_wait'
+LANGUAGE C;
+COMMENT ON PROCEDURE distlock.complete_and_claim_wait(bigint, uuid, jsonb, integer, interval, distlock.jobs[]) IS
+	'acknowledge a running job as complete_and_claim() does, then claim up to max_jobs jobs of its queue, waiting up to wait for some';
+
+CREATE PROCEDURE distlock.acquire(lock_name text, owner text,
+								  ttl interval DEFAULT '30 seconds',
+								  session_id uuid DEFAULT NULL,
+								  min_hold interval DEFAULT NULL,
+								  wait interval DEFAULT '30 seconds',
+								  INOUT token bigint DEFAULT NULL)
+AS 'MODULE_PATHNAME', 'distlock_acquire'
+LANGUAGE C;
+COMMENT ON PROCEDURE distlock.acquire(text, text, interval, uuid, interval, interval, bigint) IS
+	'try_acquire() that waits up to wait, first come first served, while another owner holds the lock; returns the fencing token, or NULL';

@@ -12,7 +12,9 @@
  *	  TU_UpdateIndexes rather than a bool, and ExecInsertIndexTuples() takes
  *	  onlySummarizing; the columns an UPDATE changes moved from the range
  *	  table entry to its RTEPermissionInfo.
- *	- 17: LockHeldByMe() can also accept a stronger mode.
+ *	- 17: LockHeldByMe() can also accept a stronger mode; a backend's
+ *	  PGPROC number is MyProcNumber; the DSM registry gives shared memory
+ *	  to a library that was not preloaded.
  *	- 18: ExecInitRangeTable() takes the unpruned relations, and
  *	  index_beginscan() an instrumentation struct.
  *
@@ -33,6 +35,10 @@
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
 #include "storage/lock.h"
+#include "storage/proc.h"
+#if PG_VERSION_NUM >= 170000
+#include "storage/dsm_registry.h"
+#endif
 #include "utils/acl.h"
 
 /* What table_tuple_update() says about the indexes. */
@@ -92,6 +98,31 @@ dl_init_update_range_table(EState *estate, RangeTblEntry *rte,
 #define dl_lock_held_by_me(tag, mode)	LockHeldByMe((tag), (mode), false)
 #else
 #define dl_lock_held_by_me(tag, mode)	LockHeldByMe((tag), (mode))
+#endif
+
+/*
+ * This backend's PGPROC number; and shared memory named name of size bytes,
+ * made by init on first use, where the DSM registry can give it (leaves
+ * *ptr as it is otherwise).
+ */
+#if PG_VERSION_NUM >= 170000
+#define dl_my_procno()	((int) MyProcNumber)
+static inline void
+dl_attach_named_segment(void **ptr, const char *name, Size size,
+						void (*init) (void *))
+{
+	bool		found;
+
+	if (*ptr == NULL)
+		*ptr = GetNamedDSMSegment(name, size, init, &found);
+}
+#else
+#define dl_my_procno()	(MyProc->pgprocno)
+static inline void
+dl_attach_named_segment(void **ptr, const char *name, Size size,
+						void (*init) (void *))
+{
+}
 #endif
 
 #endif							/* DISTLOCK_COMPAT_H */

@@ -4,10 +4,14 @@
  *		Module initialisation for distlock.
  *
  * distlock needs nothing from shared_preload_libraries: every function works
- * right after CREATE EXTENSION, with all state in WAL-logged tables.  The
+ * right after CREATE EXTENSION, with all state in WAL-logged tables.
+ * Preloaded, it also has shared memory for waking waiting calls at once
+ * (wake.c; 17 and later find it without preloading) and a background
+ * worker that reaps and prunes in every database (worker.c).  The
  * SQL-callable functions live in one file per concern: lease.c (locks and
- * fencing), session.c (sessions and reaping), queue.c (jobs), throttle.c
- * (rate limits), advisory.c (helpers for advisory-lock users).
+ * fencing), session.c (sessions and reaping), queue.c (jobs), wait.c
+ * (calls that wait), maintain.c (reaping and retention), throttle.c (rate
+ * limits), advisory.c (helpers for advisory-lock users).
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -19,6 +23,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "distlock.h"
@@ -49,5 +54,21 @@ _PG_init(void)
 							 NULL,
 							 NULL,
 							 NULL);
+	DefineCustomIntVariable("distlock.wait_poll_interval",
+							"How often a waiting call looks again when nothing can wake it.",
+							"Without shared memory (distlock not preloaded, before PostgreSQL 17) "
+							"waiting calls are not woken, and look for work this often instead.",
+							&dl_wait_poll_interval,
+							20,
+							1,
+							1000,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL,
+							NULL,
+							NULL);
 	MarkGUCPrefixReserved("distlock");
+
+	if (process_shared_preload_libraries_in_progress)
+		dl_wake_preload();
 }

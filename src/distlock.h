@@ -117,6 +117,15 @@
 /* No ttl or retry delay may exceed one year. */
 #define DISTLOCK_MAX_INTERVAL_USECS	(INT64CONST(366) * USECS_PER_DAY)
 
+/*
+ * The kinds of distlock's own advisory lock tags (their objsubid): a
+ * session's use and beat locks (session.c) and the line of a lock's
+ * waiters (wait.c).
+ */
+#define DISTLOCK_TAG_USE			0x4401
+#define DISTLOCK_TAG_BEAT			0x4402
+#define DISTLOCK_TAG_LINE			0x4403
+
 /* reap() works through expired sessions in batches of this many. */
 #define DISTLOCK_REAP_BATCH			100
 
@@ -270,5 +279,32 @@ extern bool dl_session_still_live(Datum session_id, TimestampTz *expires);
 extern bool dl_session_is_live(Datum session_id, bool busy_is_live);
 extern bool dl_session_acting(DistlockCall *call, Datum session_id);
 extern int	dl_reap_expired(TimestampTz now, int limit);
+
+/* wake.c: who waits for what, and waking them */
+typedef enum DistlockWaitKind
+{
+	DL_WAIT_QUEUE = 1,			/* jobs of a queue: key hashes its name */
+	DL_WAIT_LEASE,				/* a lease: key hashes the lock name */
+	DL_WAIT_SESSION				/* (to wake only) lease holders' session */
+} DistlockWaitKind;
+
+extern int	dl_wait_poll_interval;
+extern void dl_wake_preload(void);
+extern bool dl_wake_available(void);
+extern void dl_wait_begin(DistlockWaitKind kind, uint32 key);
+extern void dl_wait_also(uint32 session_key);
+extern bool dl_wait_take_wakeup(Oid *role);
+extern void dl_wait_pass_on(Oid role);
+extern void dl_wait_end(void);
+extern void dl_wait_sleep(TimestampTz until);
+extern void dl_wake_at_commit(DistlockWaitKind kind, uint32 key, Oid role,
+							  int64 count);
+
+/* queue.c: what a statement giving jobs back to pending returns */
+#define DL_JOBS_BACK_RETURNING	"queue, status, created_by"
+extern void dl_wake_for_jobs_back(void);
+
+/* wait.c */
+extern uint32 dl_wait_key(Datum value, bool is_uuid);
 
 #endif							/* DISTLOCK_H */

@@ -606,6 +606,10 @@ distlock_release(PG_FUNCTION_ARGS)
 			dl_exec(&release_stmt, values, NULL, 0);
 		}
 	}
+	/* the first waiter in the lock's line may take it once we commit */
+	if (released)
+		dl_wake_at_commit(DL_WAIT_LEASE, dl_wait_key(values[0], false),
+						  InvalidOid, 1);
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(released);

@@ -174,7 +174,8 @@ static DistlockStmt fail_stmt = {
 	" finished_at = CASE WHEN attempts >= max_attempts THEN $3 END,"
 	" last_error = $4"
 	" WHERE id = $1 AND status IS NOT DISTINCT FROM 'running'"
-	" AND session_id IS NOT DISTINCT FROM $2",
+	" AND session_id IS NOT DISTINCT FROM $2"
+	" RETURNING " DL_JOBS_BACK_RETURNING,
 	6, {INT8OID, UUIDOID, TIMESTAMPTZOID, TEXTOID, INTERVALOID, FLOAT8OID}
 };
 
@@ -272,6 +273,8 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 		if (dl_exec(&insert_stmt, values, nulls, 0) == 1)
 		{
 			id = dl_getint64(0, 1);
+			dl_wake_at_commit(DL_WAIT_QUEUE, dl_wait_key(values[0], false),
+							  call.caller, 1);
 			break;
 		}
 		if (dl_exec(&find_dedup_stmt, dedup_values, NULL, 1) == 1)
@@ -288,6 +291,27 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 	dl_leave(&call);
 
 	PG_RETURN_INT64(id);
+}
+
+/*
+ * The jobs the last statement (RETURNING DL_JOBS_BACK_RETURNING) gave back
+ * to pending wake their queues' waiters once the transaction commits.
+ */
+void
+dl_wake_for_jobs_back(void)
+{
+	const DistlockCatalog *cat = dl_catalog();
+
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		if (DatumGetObjectId(dl_getattr(i, 2, &isnull)) != cat->status_pending)
+			continue;
+		dl_wake_at_commit(DL_WAIT_QUEUE,
+						  dl_wait_key(dl_getattr(i, 1, &isnull), false),
+						  DatumGetObjectId(dl_getattr(i, 3, &isnull)), 1);
+	}
 }
 
 /*
@@ -745,6 +769,7 @@ distlock_fail(PG_FUNCTION_ARGS)
 	{
 		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 		done = dl_exec(&fail_stmt, values, nulls, 0) == 1;
+		dl_wake_for_jobs_back();
 	}
 	if (!done)
 		(void) queue_job_creator(values[0]);

@@ -138,7 +138,8 @@ static DistlockStmt lock_close_stmt = {
 	" last_error = $3"
 
 static DistlockStmt release_jobs_stmt = {
-	RELEASE_JOBS_SET " WHERE session_id = $1 AND status = 'running'",
+	RELEASE_JOBS_SET " WHERE session_id = $1 AND status = 'running'"
+	" RETURNING " DL_JOBS_BACK_RETURNING,
 	3, {UUIDOID, TIMESTAMPTZOID, TEXTOID}
 };
 
@@ -147,7 +148,8 @@ static DistlockStmt release_free_jobs_stmt = {
 	RELEASE_JOBS_SET " WHERE id = ANY (ARRAY("
 	"  SELECT id FROM distlock.jobs"
 	"  WHERE session_id = $1 AND status = 'running'"
-	"  FOR UPDATE SKIP LOCKED))",
+	"  FOR UPDATE SKIP LOCKED))"
+	" RETURNING " DL_JOBS_BACK_RETURNING,
 	3, {UUIDOID, TIMESTAMPTZOID, TEXTOID}
 };
 
@@ -223,8 +225,8 @@ session_read(Datum session_id, TimestampTz *expires, Oid *creator,
 }
 
 /* Kinds of session lock tag (field4 of an advisory tag; core uses 1, 2). */
-#define SESSION_TAG_USE		0x4401
-#define SESSION_TAG_BEAT	0x4402
+#define SESSION_TAG_USE		DISTLOCK_TAG_USE
+#define SESSION_TAG_BEAT	DISTLOCK_TAG_BEAT
 
 static void session_check_access(DistlockCall *call, Oid creator,
 								 Datum session_id);
@@ -581,6 +583,7 @@ session_end(Datum session_id, TimestampTz now, const char *why, bool wait)
 	values[2] = CStringGetTextDatum(why);
 	dl_exec(wait ? &release_jobs_stmt : &release_free_jobs_stmt, values,
 			NULL, 0);
+	dl_wake_for_jobs_back();
 	if (session_running_left(session_id))
 	{
 		if (wait)
@@ -591,6 +594,9 @@ session_end(Datum session_id, TimestampTz now, const char *why, bool wait)
 		return false;
 	}
 	dl_exec(&delete_stmt, values, NULL, 0);
+	/* its leases are free: their first waiters may take them */
+	dl_wake_at_commit(DL_WAIT_SESSION, dl_wait_key(session_id, true),
+					  InvalidOid, 1);
 	return true;
 }
 

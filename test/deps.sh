@@ -3,10 +3,12 @@
 #
 # Debian 12 packages only.  Runs "apt-get update" once, and only when
 # something is missing, so a machine that has everything is not touched.
+# libkrb5-dev: Debian's server headers include gssapi.h from libpq-be.h,
+# which src/wake.c needs for the client's socket.
 set -euo pipefail
 
 pkgs=(gcc make postgresql-15 postgresql-server-dev-15 libpq-dev
-	libipc-run-perl python3 python3-psycopg pgbouncer)
+	libipc-run-perl python3 python3-psycopg pgbouncer libkrb5-dev)
 
 missing=()
 for p in "${pkgs[@]}"; do

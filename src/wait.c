@@ -1,0 +1,647 @@
+/*-------------------------------------------------------------------------
+ *
+ * wait.c
+ *		Calls that wait in the server: claim_wait(),
+ *		complete_and_claim_wait() and acquire().
+ *
+ * Each is a procedure that does what its non-waiting function does and, if
+ * that yields nothing, sleeps in its backend until what it waits for may
+ * have become available, then tries again, until its wait ends.  Between
+ * tries it holds nothing that others wait for: it commits before it sleeps
+ * (a procedure called by CALL outside a transaction block may, through
+ * SPI), so it has no snapshot (no backend_xmin, nothing held back from
+ * vacuum), no row lock and no transaction lock while it sleeps.  Inside a
+ * transaction block it cannot commit, so it refuses to wait there (25001);
+ * with wait => '0' it is the non-waiting call and works anywhere.
+ *
+ * What wakes it (wake.c): the commit of a transaction that enqueued a job
+ * of its queue or handed one back, or released its lease or ended the
+ * lease holder's session; the instant the next job it knew of becomes due,
+ * or the lease it waits for would expire or come off hold; the end of its
+ * wait; and, without shared memory, every distlock.wait_poll_interval.  A
+ * cancel, a statement timeout, a shutdown and the client going away end
+ * it at once.
+ *
+ * Fairness.  Job waiters are woken oldest first (wake.c).  Lease waiters
+ * for one name wait in a line: a session-level lock on a tag of the name's
+ * hash, which the lock manager grants in order of request.  Only the first
+ * in line tries to take the lease, so the waiters get it in the order they
+ * came; a try_acquire() that does not wait can still take a lease that is
+ * free, as it always could.  The line lock is let go when the call ends,
+ * on every path (a transaction abort lets it go too: wait_xact_callback()),
+ * and with the backend.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/wait.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "storage/lmgr.h"
+#include "storage/proc.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/uuid.h"
+
+#include "distlock.h"
+
+PG_FUNCTION_INFO_V1(distlock_claim_wait);
+PG_FUNCTION_INFO_V1(distlock_complete_and_claim_wait);
+PG_FUNCTION_INFO_V1(distlock_acquire);
+
+/* What the waiting calls run through SPI, as the caller. */
+typedef struct WaitStmt
+{
+	const char *sql;
+	int			nargs;
+	Oid			argtypes[6];
+	SPIPlanPtr	plan;
+} WaitStmt;
+
+static WaitStmt claim_stmt = {
+	"SELECT pg_catalog.array_agg(j) FROM distlock.claim($1, $2, $3) AS j",
+	3, {TEXTOID, UUIDOID, INT4OID}
+};
+
+static WaitStmt complete_and_claim_stmt = {
+	"SELECT pg_catalog.array_agg(j)"
+	" FROM distlock.complete_and_claim($1, $2, $3, $4) AS j",
+	4, {INT8OID, UUIDOID, JSONBOID, INT4OID}
+};
+
+static WaitStmt try_acquire_stmt = {
+	"SELECT distlock.try_acquire($1, $2, $3, $4, $5)",
+	5, {TEXTOID, TEXTOID, INTERVALOID, UUIDOID, INTERVALOID}
+};
+
+/* ... and as the extension owner (exec.c). */
+
+/* When the caller's next pending job of queue $1 becomes due after $2. */
+static DistlockStmt next_due_stmt = {
+	"SELECT min(run_at) FROM distlock.jobs"
+	" WHERE queue = $1 AND status = 'pending' AND run_at > $2"
+	" AND distlock.may_act_for($3, created_by)",
+	3, {TEXTOID, TIMESTAMPTZOID, REGROLEOID}
+};
+
+/* The queue of a job the caller has just acknowledged. */
+static DistlockStmt job_queue_stmt = {
+	"SELECT queue FROM distlock.jobs WHERE id = $1",
+	1, {INT8OID}
+};
+
+/* What keeps lock $1 from others, if its holder does nothing. */
+static DistlockStmt lease_hold_stmt = {
+	"SELECT l.owner, l.session_id, l.expires_at, l.hold_until, s.expires_at"
+	" FROM distlock.locks l LEFT JOIN distlock.sessions s"
+	" ON s.id = l.session_id WHERE l.name = $1",
+	1, {TEXTOID}
+};
+
+/* The line lock this backend holds, if any (see the header comment). */
+static LOCKTAG line_tag;
+static bool line_held = false;
+static bool wait_callback_registered = false;
+
+/*
+ * A transaction that aborts while a waiting call is under way ends it: its
+ * error goes to the client, so it waits no more.
+ */
+static void
+wait_xact_callback(XactEvent event, void *arg)
+{
+	if (event != XACT_EVENT_ABORT)
+		return;
+	dl_wait_end();
+	if (line_held)
+	{
+		LockRelease(&line_tag, ExclusiveLock, true);
+		line_held = false;
+	}
+}
+
+/* The hash a wait is keyed on: of a queue or lock name, or a session id. */
+uint32
+dl_wait_key(Datum value, bool is_uuid)
+{
+	if (is_uuid)
+		return hash_bytes(DatumGetUUIDP(value)->data, UUID_LEN);
+	return hash_bytes((const unsigned char *) VARDATA_ANY(DatumGetPointer(value)),
+					  VARSIZE_ANY_EXHDR(DatumGetPointer(value)));
+}
+
+/*
+ * Validate the wait argument (argno) of a waiting call named fname and
+ * prepare to run: returns the server time the wait ends and sets *atomic
+ * to whether the call may not commit (it is inside a transaction block, or
+ * an exception block), where it can only be asked not to wait.
+ */
+static TimestampTz
+wait_begin_call(FunctionCallInfo fcinfo, int argno, const char *fname,
+				bool *atomic)
+{
+	Interval   *wait = dl_arg_interval(fcinfo, argno, "wait", true);
+	int64		usecs = dl_interval_usecs(wait);
+
+	*atomic = !(fcinfo->context != NULL &&
+				IsA(fcinfo->context, CallContext) &&
+				!((CallContext *) fcinfo->context)->atomic) ||
+		IsSubTransaction();
+	if (*atomic && usecs > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("%s cannot wait inside a transaction block", fname),
+				 errdetail("A waiting call commits before it sleeps, so that it holds no snapshot and no lock while it waits."),
+				 errhint("CALL it outside BEGIN ... COMMIT, or with wait => '0'.")));
+	if (!wait_callback_registered)
+	{
+		RegisterXactCallback(wait_xact_callback, NULL);
+		wait_callback_registered = true;
+	}
+	if (SPI_connect_ext(*atomic ? 0 : SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	return GetCurrentTimestamp() + usecs;
+}
+
+/* Run stmt as the caller; the first column of its one row, copied to cxt. */
+static Datum
+wait_run(WaitStmt *stmt, Datum *values, const char *nulls, bool *isnull,
+		 MemoryContext cxt)
+{
+	int			rc;
+	Datum		result;
+	Form_pg_attribute att;
+	MemoryContext old;
+
+	if (stmt->plan == NULL)
+	{
+		SPIPlanPtr	plan = SPI_prepare(stmt->sql, stmt->nargs,
+									   stmt->argtypes);
+
+		if (plan == NULL || SPI_keepplan(plan) != 0)
+			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
+				 stmt->sql, SPI_result_code_string(SPI_result));
+		stmt->plan = plan;
+	}
+	rc = SPI_execute_plan(stmt->plan, values, nulls, false, 1);
+	if (rc != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
+			 stmt->sql, SPI_result_code_string(rc));
+	result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+						   isnull);
+	if (*isnull)
+		return (Datum) 0;
+	att = TupleDescAttr(SPI_tuptable->tupdesc, 0);
+	old = MemoryContextSwitchTo(cxt);
+	result = datumCopy(result, att->attbyval, att->attlen);
+	MemoryContextSwitchTo(old);
+	return result;
+}
+
+/*
+ * Commit what the tries did and let go of the snapshot, where the call may;
+ * the sleep that follows then holds nothing.
+ */
+static void
+wait_commit(bool atomic)
+{
+	if (!atomic)
+		SPI_commit();
+}
+
+/* The number of jobs in an array the claim returned (NULL: none). */
+static int
+wait_count(Datum jobs, bool isnull)
+{
+	ArrayType  *arr;
+
+	if (isnull)
+		return 0;
+	arr = DatumGetArrayTypeP(jobs);
+	return ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
+}
+
+/*
+ * When the next of the caller's pending jobs in queue becomes due after
+ * now (0 if none is pending).
+ */
+static TimestampTz
+wait_next_due(text *queue, TimestampTz now)
+{
+	DistlockCall call;
+	Datum		values[3];
+	bool		isnull;
+	TimestampTz due = 0;
+
+	dl_enter(&call, "distlock.claim_wait()", false);
+	values[0] = PointerGetDatum(queue);
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = ObjectIdGetDatum(call.caller);
+	if (dl_exec(&next_due_stmt, values, NULL, 1) == 1)
+	{
+		Datum		d = dl_getattr(0, 1, &isnull);
+
+		if (!isnull)
+			due = DatumGetTimestampTz(d);
+	}
+	dl_leave(&call);
+	return due;
+}
+
+/* The queue of job_id, copied to cxt. */
+static text *
+wait_job_queue(Datum job_id, MemoryContext cxt)
+{
+	DistlockCall call;
+	Datum		values[1] = {job_id};
+	bool		isnull;
+	text	   *queue;
+	MemoryContext old;
+
+	dl_enter(&call, "distlock.complete_and_claim_wait()", false);
+	if (dl_exec(&job_queue_stmt, values, NULL, 1) != 1)
+		elog(ERROR, "job " INT64_FORMAT " vanished", DatumGetInt64(job_id));
+	old = MemoryContextSwitchTo(cxt);
+	queue = DatumGetTextPCopy(dl_getattr(0, 1, &isnull));
+	MemoryContextSwitchTo(old);
+	dl_leave(&call);
+	return queue;
+}
+
+/*
+ * The one-column result row of a waiting procedure (its INOUT argument):
+ * value, or, if it is null and empty_array, an empty array of the column's
+ * type.
+ */
+static Datum
+wait_result(FunctionCallInfo fcinfo, Datum value, bool isnull,
+			bool empty_array)
+{
+	TupleDesc	desc;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	desc = BlessTupleDesc(desc);
+	if (isnull && empty_array)
+	{
+		Oid			elemtype = get_element_type(TupleDescAttr(desc, 0)->atttypid);
+
+		value = PointerGetDatum(construct_empty_array(elemtype));
+		isnull = false;
+	}
+	return HeapTupleGetDatum(heap_form_tuple(desc, &value, &isnull));
+}
+
+/*
+ * Claim jobs of queue for session_id until some are claimed or the wait
+ * ends at deadline; the first try is done by first (claim, or complete
+ * and claim) with first_values, the later ones by claim().  Returns the
+ * jobs claimed, as an array in cxt (an empty array when none were).
+ */
+static Datum
+wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
+			  TimestampTz deadline, bool atomic, WaitStmt *first,
+			  Datum *first_values, const char *first_nulls, bool *isnull,
+			  MemoryContext cxt)
+{
+	Datum		jobs;
+	Datum		values[3];
+	WaitStmt   *stmt = first;
+	Datum	   *args = first_values;
+	const char *nulls = first_nulls;
+	DistlockCall call = {.caller = GetUserId()};
+
+	if (queue != NULL)
+		dl_wait_begin(DL_WAIT_QUEUE, dl_wait_key(PointerGetDatum(queue),
+												 false));
+	for (;;)
+	{
+		TimestampTz now;
+		TimestampTz due;
+		Oid			role;
+		int			n;
+
+		jobs = wait_run(stmt, args, nulls, isnull, cxt);
+		n = wait_count(jobs, *isnull);
+		if (n > 0)
+		{
+			/* more jobs may be there for the next in line */
+			if (n == max_jobs)
+				dl_wait_pass_on(InvalidOid);
+			(void) dl_wait_take_wakeup(&role);
+			break;
+		}
+		/* woken for jobs this caller may not take: wake the next waiter */
+		if (dl_wait_take_wakeup(&role) &&
+			(!OidIsValid(role) || !dl_may_act_for(&call, role)))
+			dl_wait_pass_on(role);
+
+		now = GetCurrentTimestamp();
+		if (now >= deadline)
+			break;
+
+		values[0] = PointerGetDatum(queue);
+		values[1] = session_id;
+		values[2] = Int32GetDatum(max_jobs);
+		stmt = &claim_stmt;
+		args = values;
+		nulls = NULL;
+		if (queue == NULL)
+		{
+			/*
+			 * The acknowledgement was taken, and nothing was claimed: wait
+			 * for its job's queue, and look once more now that jobs
+			 * committed from here on wake this backend.
+			 */
+			queue = wait_job_queue(job_id, cxt);
+			values[0] = PointerGetDatum(queue);
+			dl_wait_begin(DL_WAIT_QUEUE, dl_wait_key(values[0], false));
+			continue;
+		}
+		due = wait_next_due(queue, now);
+		wait_commit(atomic);
+		dl_wait_sleep(due != 0 && due < deadline ? due : deadline);
+	}
+	dl_wait_end();
+	return jobs;
+}
+
+/*
+ * claim_wait(queue text, session_id uuid, max_jobs integer DEFAULT 1,
+ *			  wait interval DEFAULT '30 seconds',
+ *			  INOUT jobs distlock.jobs[] DEFAULT NULL)
+ *
+ * claim() that waits up to wait for due jobs, and returns those claimed
+ * (none: an empty array).  A procedure: CALL it outside a transaction
+ * block to wait.
+ */
+Datum
+distlock_claim_wait(PG_FUNCTION_ARGS)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	text	   *queue = dl_arg_name(fcinfo, 0, "queue name");
+	int32		max_jobs;
+	TimestampTz deadline;
+	bool		atomic;
+	Datum		values[3];
+	Datum		jobs;
+	bool		isnull;
+
+	dl_arg_not_null(fcinfo, 1, "session_id");
+	max_jobs = dl_arg_int_range(fcinfo, 2, "max_jobs", 1,
+								DISTLOCK_MAX_CLAIM_JOBS);
+	deadline = wait_begin_call(fcinfo, 3, "distlock.claim_wait()", &atomic);
+
+	values[0] = PointerGetDatum(queue);
+	values[1] = PG_GETARG_DATUM(1);
+	values[2] = Int32GetDatum(max_jobs);
+	jobs = wait_for_jobs(queue, (Datum) 0, values[1], max_jobs, deadline,
+						 atomic, &claim_stmt, values, NULL, &isnull, cxt);
+
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+	return wait_result(fcinfo, jobs, isnull, true);
+}
+
+/*
+ * complete_and_claim_wait(job_id bigint, session_id uuid, result jsonb
+ *						   DEFAULT NULL, max_jobs integer DEFAULT 1,
+ *						   wait interval DEFAULT '30 seconds',
+ *						   INOUT jobs distlock.jobs[] DEFAULT NULL)
+ *
+ * complete_and_claim() that, when it claims nothing, commits the
+ * acknowledgement and waits as claim_wait() does for jobs of the same
+ * queue.
+ */
+Datum
+distlock_complete_and_claim_wait(PG_FUNCTION_ARGS)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	int32		max_jobs;
+	TimestampTz deadline;
+	bool		atomic;
+	Datum		values[4];
+	char		nulls[4] = "    ";
+	Datum		jobs;
+	bool		isnull;
+
+	dl_arg_not_null(fcinfo, 0, "job_id");
+	dl_arg_not_null(fcinfo, 1, "session_id");
+	max_jobs = dl_arg_int_range(fcinfo, 3, "max_jobs", 1,
+								DISTLOCK_MAX_CLAIM_JOBS);
+	deadline = wait_begin_call(fcinfo, 4,
+							   "distlock.complete_and_claim_wait()", &atomic);
+
+	values[0] = PG_GETARG_DATUM(0);
+	values[1] = PG_GETARG_DATUM(1);
+	values[2] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+	nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
+	values[3] = Int32GetDatum(max_jobs);
+	jobs = wait_for_jobs(NULL, values[0], values[1], max_jobs, deadline,
+						 atomic, &complete_and_claim_stmt, values, nulls,
+						 &isnull, cxt);
+
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+	return wait_result(fcinfo, jobs, isnull, true);
+}
+
+/*
+ * When lock name could next be free if its holder does nothing: the end of
+ * its lease (or of its session's life) and of its hold, whichever is
+ * later; 0 if it is free now or the row is gone, DT_NOEND if only a
+ * release frees it.  *session_key is set to the key of the holder's
+ * session, if it has one (its end is announced), else to 0.
+ */
+static TimestampTz
+wait_lease_free_at(text *name, uint32 *session_key)
+{
+	DistlockCall call;
+	Datum		values[1] = {PointerGetDatum(name)};
+	TimestampTz at = 0;
+	bool		isnull;
+
+	*session_key = 0;
+	dl_enter(&call, "distlock.acquire()", false);
+	if (dl_exec(&lease_hold_stmt, values, NULL, 1) == 1)
+	{
+		Datum		session;
+		Datum		d;
+		bool		released;
+		bool		no_session;
+
+		(void) dl_getattr(0, 1, &released);
+		session = dl_getattr(0, 2, &no_session);
+		d = dl_getattr(0, 3, &isnull);
+		if (!released)
+			at = isnull ? DT_NOEND : DatumGetTimestampTz(d);
+		if (!released && !no_session)
+		{
+			/* the lease ends with its session, whichever ends first */
+			*session_key = dl_wait_key(session, true);
+			d = dl_getattr(0, 5, &isnull);
+			if (isnull)
+				at = 0;
+			else if (DatumGetTimestampTz(d) < at)
+				at = DatumGetTimestampTz(d);
+		}
+		d = dl_getattr(0, 4, &isnull);
+		if (!isnull && DatumGetTimestampTz(d) > at)
+			at = DatumGetTimestampTz(d);
+	}
+	dl_leave(&call);
+	return at;
+}
+
+/*
+ * Join the line of lock name's waiters and wait until first in it, or
+ * until deadline: returns whether first.  The lock manager's own lock
+ * timeout bounds the wait, and its error is taken back in a
+ * subtransaction.
+ */
+static bool
+wait_line_join(text *name, TimestampTz deadline)
+{
+	uint64		key = hash_bytes_extended((const unsigned char *) VARDATA_ANY(name),
+										  VARSIZE_ANY_EXHDR(name), 0);
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	long		ms;
+	int			save_timeout = LockTimeout;
+	volatile bool first = false;
+
+	SET_LOCKTAG_ADVISORY(line_tag, MyDatabaseId, (uint32) (key >> 32),
+						 (uint32) key, DISTLOCK_TAG_LINE);
+	if (LockAcquire(&line_tag, ExclusiveLock, true, true) !=
+		LOCKACQUIRE_NOT_AVAIL)
+	{
+		line_held = true;
+		return true;
+	}
+	ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+	if (ms <= 0)
+		return false;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		LockTimeout = (int) Min(ms, (long) INT_MAX);
+		(void) LockAcquire(&line_tag, ExclusiveLock, true, false);
+		line_held = true;
+		first = true;
+		LockTimeout = save_timeout;
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		LockTimeout = save_timeout;
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return first;
+}
+
+/*
+ * acquire(lock_name text, owner text, ttl interval DEFAULT '30 seconds',
+ *		   session_id uuid DEFAULT NULL, min_hold interval DEFAULT NULL,
+ *		   wait interval DEFAULT '30 seconds', INOUT token bigint
+ *		   DEFAULT NULL)
+ *
+ * try_acquire() that waits up to wait, in line with the other waiters for
+ * the same lock, while another owner holds it; returns the fencing token,
+ * or NULL if the wait ended first.  A grant is committed before the call
+ * returns.  A procedure: CALL it outside a transaction block to wait.
+ */
+Datum
+distlock_acquire(PG_FUNCTION_ARGS)
+{
+	text	   *name = dl_arg_name(fcinfo, 0, "lock name");
+	Datum		values[5];
+	char		nulls[5] = "     ";
+	TimestampTz deadline;
+	bool		atomic;
+	bool		isnull = true;
+	Datum		token = (Datum) 0;
+
+	for (int i = 0; i < 5; i++)
+	{
+		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+	values[0] = PointerGetDatum(name);
+	deadline = wait_begin_call(fcinfo, 5, "distlock.acquire()", &atomic);
+
+	if (atomic)
+		token = wait_run(&try_acquire_stmt, values, nulls, &isnull,
+						 CurrentMemoryContext);
+	else
+	{
+		/* hold nothing while in line */
+		wait_commit(atomic);
+		if (wait_line_join(name, deadline))
+		{
+			dl_wait_begin(DL_WAIT_LEASE, dl_wait_key(values[0], false));
+			for (;;)
+			{
+				TimestampTz now;
+				TimestampTz free_at;
+				uint32		session_key;
+				Oid			role;
+
+				token = wait_run(&try_acquire_stmt, values, nulls, &isnull,
+								 CurrentMemoryContext);
+				if (!isnull)
+					break;
+				(void) dl_wait_take_wakeup(&role);
+				now = GetCurrentTimestamp();
+				if (now >= deadline)
+					break;
+				free_at = wait_lease_free_at(name, &session_key);
+				dl_wait_also(session_key);
+				wait_commit(atomic);
+
+				/*
+				 * Free now, yet refused: a grant not yet committed, or one
+				 * made since we looked; look again shortly.
+				 */
+				if (free_at <= now)
+					free_at = now + dl_wait_poll_interval * INT64CONST(1000);
+				dl_wait_sleep(Min(free_at, deadline));
+			}
+			/* the grant is made before the next in line looks */
+			wait_commit(atomic);
+			dl_wait_end();
+			LockRelease(&line_tag, ExclusiveLock, true);
+			line_held = false;
+		}
+	}
+
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+	return wait_result(fcinfo, token, isnull, false);
+}

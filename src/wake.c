@@ -1,0 +1,465 @@
+/*-------------------------------------------------------------------------
+ *
+ * wake.c
+ *		Who is waiting in the server for what, and waking them when a
+ *		transaction that made it available commits.
+ *
+ * A waiting call (wait.c) sleeps on its backend's latch.  What it waits for
+ * has a kind (jobs of a queue, or a lease) and a 32-bit key (a hash of the
+ * queue or lock name), in its database.  The waiters are kept in shared
+ * memory, one slot per PGPROC, each with a ticket drawn from one counter
+ * when it begins to wait, so that the oldest waiter of a key is known.
+ *
+ * The shared memory comes from shared_preload_libraries (the shmem hooks,
+ * as contrib/pg_stat_statements does) or, on PostgreSQL 17 and later
+ * without preloading, from the DSM registry on first use.  Without either
+ * (15 and 16 without preloading) there is none: nobody is woken, and a
+ * waiter looks again every distlock.wait_poll_interval instead.  Nothing
+ * else differs.
+ *
+ * Why no wake-up is lost.  A waiter takes its slot before it first looks
+ * for work, and resets its latch before every look (wait.c).  A call that
+ * makes work available (an enqueue, a job handed back, a lease released)
+ * notes the key and the number of jobs in its transaction; once the
+ * transaction has committed (XACT_EVENT_COMMIT comes after the commit is
+ * visible to others) the notes are acted on: for each, that many of the
+ * key's oldest waiters not yet woken are marked woken and their latches
+ * set.  So a waiter either sees the work when it looks, or was already
+ * waiting, and then is woken, or another waiter is.  A woken waiter that
+ * cannot use the wake-up hands it on to the next oldest waiter of its key:
+ * when it leaves (timeout, cancel, error, disconnect) before looking again,
+ * when the work was another role's that it may not act for, and when it
+ * took as many jobs as it asked for (there may be more).  So one job wakes
+ * one waiter, not the herd.  What no note covers (a transaction committed
+ * with PREPARE TRANSACTION, whose COMMIT PREPARED may run in another
+ * backend) is found at the waiter's next look: when its wait ends, or when
+ * the job it knew would be due next becomes due.
+ *
+ * Locking: one LWLock over all slots, held only to read or change slots
+ * and to set latches, never while anything else is taken.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/wake.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/twophase.h"
+#include "access/xact.h"
+#include "libpq/libpq-be.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/memutils.h"
+#include "utils/wait_event.h"
+
+#include "compat.h"
+#include "distlock.h"
+
+/* A backend's place among the waiters, under WaitShared.lock. */
+typedef struct WaitSlot
+{
+	uint64		ticket;			/* 0 while not waiting */
+	Oid			dbid;
+	int			kind;			/* DistlockWaitKind */
+	uint32		key;
+	uint32		session_key;	/* lease waiters: key of the holder's session */
+	bool		woken;			/* woken, and has not looked since */
+	Oid			woken_for;		/* role of the work it was woken for */
+} WaitSlot;
+
+typedef struct WaitShared
+{
+	LWLock		lock;
+	int			tranche;
+	int			nslots;
+	uint64		next_ticket;
+	WaitSlot	slots[FLEXIBLE_ARRAY_MEMBER];
+} WaitShared;
+
+/* Work this transaction made available, to announce once it commits. */
+typedef struct PendingWake
+{
+	int			kind;
+	uint32		key;
+	Oid			role;
+	int64		count;
+} PendingWake;
+
+/* distlock.wait_poll_interval: see distlock.c */
+int			dl_wait_poll_interval = 20;
+
+static WaitShared *wait_shared = NULL;
+static bool wait_attach_tried = false;
+static bool wait_callbacks_registered = false;
+static List *wait_pending = NIL;	/* of PendingWake, in TopTransactionContext */
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void wake_oldest(int kind, uint32 key, Oid dbid, Oid role,
+						int64 count, int skip);
+
+/* One slot for every PGPROC there can be. */
+static int
+wait_nslots(void)
+{
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+}
+
+static Size
+wait_shared_size(int nslots)
+{
+	return add_size(offsetof(WaitShared, slots),
+					mul_size(nslots, sizeof(WaitSlot)));
+}
+
+static void
+wait_shared_init(void *ptr)
+{
+	WaitShared *ws = (WaitShared *) ptr;
+	int			nslots = wait_nslots();
+
+	memset(ws, 0, wait_shared_size(nslots));
+	ws->tranche = LWLockNewTrancheId();
+	LWLockInitialize(&ws->lock, ws->tranche);
+	ws->nslots = nslots;
+	ws->next_ticket = 1;
+}
+
+static void
+wake_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(wait_shared_size(wait_nslots()));
+}
+
+static void
+wake_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	wait_shared = ShmemInitStruct("distlock waiters",
+								  wait_shared_size(wait_nslots()), &found);
+	if (!found)
+		wait_shared_init(wait_shared);
+	LWLockRelease(AddinShmemInitLock);
+	LWLockRegisterTranche(wait_shared->tranche, "distlock");
+}
+
+/* From _PG_init() while shared_preload_libraries are loaded. */
+void
+dl_wake_preload(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = wake_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = wake_shmem_startup;
+}
+
+/*
+ * Whether this backend has the waiters' shared memory, attaching to it
+ * through the DSM registry on first use where there is one.
+ */
+bool
+dl_wake_available(void)
+{
+	if (!wait_attach_tried)
+	{
+		wait_attach_tried = true;
+		dl_attach_named_segment((void **) &wait_shared, "distlock waiters",
+								wait_shared_size(wait_nslots()),
+								wait_shared_init);
+		if (wait_shared != NULL)
+		{
+			LWLockRegisterTranche(wait_shared->tranche, "distlock");
+			if (dl_my_procno() >= wait_shared->nslots)
+				wait_shared = NULL;
+		}
+	}
+	return wait_shared != NULL;
+}
+
+static WaitSlot *
+wait_my_slot(void)
+{
+	return &wait_shared->slots[dl_my_procno()];
+}
+
+/* Leave the waiters should the backend exit while among them. */
+static void
+wait_on_exit(int code, Datum arg)
+{
+	dl_wait_end();
+}
+
+/*
+ * Begin to wait for kind and key in this database: from now on, work made
+ * available for it can wake this backend.
+ */
+void
+dl_wait_begin(DistlockWaitKind kind, uint32 key)
+{
+	WaitSlot   *slot;
+	static bool exit_registered = false;
+
+	if (!dl_wake_available())
+		return;
+	if (!exit_registered)
+	{
+		before_shmem_exit(wait_on_exit, (Datum) 0);
+		exit_registered = true;
+	}
+	slot = wait_my_slot();
+	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
+	slot->ticket = wait_shared->next_ticket++;
+	slot->dbid = MyDatabaseId;
+	slot->kind = kind;
+	slot->key = key;
+	slot->session_key = 0;
+	slot->woken = false;
+	slot->woken_for = InvalidOid;
+	LWLockRelease(&wait_shared->lock);
+}
+
+/*
+ * A lease waiter's holder is bound to the session of session_key (0: to
+ * none): the session's end wakes it too.
+ */
+void
+dl_wait_also(uint32 session_key)
+{
+	if (wait_shared == NULL || wait_my_slot()->ticket == 0)
+		return;
+	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
+	wait_my_slot()->session_key = session_key;
+	LWLockRelease(&wait_shared->lock);
+}
+
+/*
+ * Whether this backend was woken since it last asked, and for work of which
+ * role (InvalidOid: any); asking takes the wake-up.
+ */
+bool
+dl_wait_take_wakeup(Oid *role)
+{
+	WaitSlot   *slot;
+	bool		woken;
+
+	*role = InvalidOid;
+	if (wait_shared == NULL)
+		return false;
+	slot = wait_my_slot();
+	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
+	woken = slot->ticket != 0 && slot->woken;
+	if (woken)
+		*role = slot->woken_for;
+	slot->woken = false;
+	LWLockRelease(&wait_shared->lock);
+	return woken;
+}
+
+/* Wake the oldest other waiter of this backend's kind and key. */
+void
+dl_wait_pass_on(Oid role)
+{
+	WaitSlot   *slot;
+
+	if (wait_shared == NULL)
+		return;
+	slot = wait_my_slot();
+	if (slot->ticket == 0)
+		return;
+	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
+	wake_oldest(slot->kind, slot->key, slot->dbid, role, 1,
+				dl_my_procno());
+	LWLockRelease(&wait_shared->lock);
+}
+
+/*
+ * Stop waiting.  A wake-up this backend has not taken goes to the next
+ * waiter.  Safe to call when not waiting.
+ */
+void
+dl_wait_end(void)
+{
+	WaitSlot   *slot;
+
+	if (wait_shared == NULL)
+		return;
+	slot = wait_my_slot();
+	if (slot->ticket == 0)
+		return;
+	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
+	if (slot->woken)
+		wake_oldest(slot->kind, slot->key, slot->dbid, slot->woken_for, 1,
+					dl_my_procno());
+	slot->ticket = 0;
+	slot->woken = false;
+	LWLockRelease(&wait_shared->lock);
+}
+
+/*
+ * Wake the count oldest waiters of kind and key in dbid that are not woken
+ * already, other than slot skip (-1: none).  Leases and sessions wake
+ * every waiter of the key (each is the first of its line, wait.c): a
+ * session's key wakes the lease waiters whose holder it was.  Caller holds
+ * the lock.
+ */
+static void
+wake_oldest(int kind, uint32 key, Oid dbid, Oid role, int64 count, int skip)
+{
+	while (count-- > 0)
+	{
+		int			best = -1;
+
+		for (int i = 0; i < wait_shared->nslots; i++)
+		{
+			WaitSlot   *s = &wait_shared->slots[i];
+
+			if (s->ticket == 0 || s->woken || i == skip || s->dbid != dbid)
+				continue;
+			if (kind == DL_WAIT_SESSION ?
+				s->kind != DL_WAIT_LEASE || s->session_key != key :
+				s->kind != kind || s->key != key)
+				continue;
+			if (kind != DL_WAIT_QUEUE)
+			{
+				s->woken = true;
+				s->woken_for = role;
+				SetLatch(&GetPGProcByNumber(i)->procLatch);
+				continue;
+			}
+			if (best < 0 || s->ticket < wait_shared->slots[best].ticket)
+				best = i;
+		}
+		if (best < 0)
+			return;
+		wait_shared->slots[best].woken = true;
+		wait_shared->slots[best].woken_for = role;
+		SetLatch(&GetPGProcByNumber(best)->procLatch);
+	}
+}
+
+/* Act on this transaction's notes once it has committed; drop them if not. */
+static void
+wake_xact_callback(XactEvent event, void *arg)
+{
+	ListCell   *lc;
+
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+			if (wait_pending == NIL || wait_shared == NULL)
+				break;
+			LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
+			foreach(lc, wait_pending)
+			{
+				PendingWake *pw = (PendingWake *) lfirst(lc);
+
+				wake_oldest(pw->kind, pw->key, MyDatabaseId, pw->role,
+							pw->count, -1);
+			}
+			LWLockRelease(&wait_shared->lock);
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			break;
+		default:
+			return;
+	}
+	/* the list lived in TopTransactionContext, which is going away */
+	wait_pending = NIL;
+}
+
+/*
+ * Note that this transaction makes count jobs of role (InvalidOid: of any
+ * role), or a lease, available under kind and key: waiters are woken once
+ * it commits.  Without the shared memory, there is nobody to wake.
+ */
+void
+dl_wake_at_commit(DistlockWaitKind kind, uint32 key, Oid role, int64 count)
+{
+	ListCell   *lc;
+	PendingWake *pw;
+	MemoryContext old;
+
+	if (count <= 0 || !dl_wake_available())
+		return;
+	if (!wait_callbacks_registered)
+	{
+		RegisterXactCallback(wake_xact_callback, NULL);
+		wait_callbacks_registered = true;
+	}
+	foreach(lc, wait_pending)
+	{
+		pw = (PendingWake *) lfirst(lc);
+		if (pw->kind == kind && pw->key == key && pw->role == role)
+		{
+			pw->count += count;
+			return;
+		}
+	}
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	pw = palloc(sizeof(PendingWake));
+	pw->kind = kind;
+	pw->key = key;
+	pw->role = role;
+	pw->count = count;
+	wait_pending = lappend(wait_pending, pw);
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Sleep until the latch is set, until the server clock reaches until, or,
+ * without the shared memory, for at most distlock.wait_poll_interval.
+ * Returns at once on a cancel, a statement timeout or a shutdown (by
+ * raising their errors), and ends the backend if its client has gone: a
+ * sleeping call reads nothing from the client, so it watches the socket.
+ */
+void
+dl_wait_sleep(TimestampTz until)
+{
+	long		timeout_ms;
+	int			events = WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH;
+	pgsocket	sock = PGINVALID_SOCKET;
+	int			rc;
+
+	timeout_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+	/* round up, so as not to wake just before until and look for nothing */
+	if (timeout_ms < 1)
+		timeout_ms = 1;
+	if (wait_shared == NULL && timeout_ms > dl_wait_poll_interval)
+		timeout_ms = dl_wait_poll_interval;
+	/* the caller looks again and sleeps on; the kernel takes an int */
+	if (timeout_ms > 3600 * 1000L)
+		timeout_ms = 3600 * 1000L;
+	if (MyProcPort != NULL && WaitEventSetCanReportClosed())
+	{
+		events |= WL_SOCKET_CLOSED;
+		sock = MyProcPort->sock;
+	}
+
+	rc = WaitLatchOrSocket(MyLatch, events, sock, timeout_ms,
+						   PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	if (rc & WL_SOCKET_CLOSED)
+		ereport(FATAL,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("connection to client lost")));
+	CHECK_FOR_INTERRUPTS();
+}
