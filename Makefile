@@ -10,12 +10,14 @@ OBJS = \
 	src/distlock.o \
 	src/exec.o \
 	src/lease.o \
+	src/maintain.o \
 	src/queue.o \
 	src/session.o \
 	src/tables.o \
 	src/throttle.o \
 	src/wait.o \
-	src/wake.o
+	src/wake.o \
+	src/worker.o
 DATA = $(wildcard sql/distlock--*.sql)
 PGFILEDESC = "distlock - lease locks, worker sessions and a job queue"
 

@@ -55,3 +55,22 @@ AS 'MODULE_PATHNAME', 'distlock_acquire'
 LANGUAGE C;
 COMMENT ON PROCEDURE distlock.acquire(text, text, interval, uuid, interval, interval, bigint) IS
 	'try_acquire() that waits up to wait, first come first served, while another owner holds the lock; returns the fencing token, or NULL';
+
+--
+-- Retention (src/maintain.c): maintain() reaps expired sessions and deletes
+-- finished jobs and free lock rows older than distlock.job_retention and
+-- distlock.lock_retention.  The background worker calls it when distlock is
+-- preloaded; otherwise anyone (or pg_cron) may.
+--
+-- maintain(): finished jobs, oldest first.
+CREATE INDEX jobs_finished_idx ON distlock.jobs (finished_at)
+	WHERE status OPERATOR(pg_catalog.>) 'running'::distlock.job_status;
+
+CREATE FUNCTION distlock.maintain(OUT reaped integer,
+								  OUT jobs_pruned integer,
+								  OUT locks_pruned integer)
+RETURNS record
+AS 'MODULE_PATHNAME', 'distlock_maintain'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+COMMENT ON FUNCTION distlock.maintain() IS
+	'reap expired sessions, and delete up to 1000 finished jobs and 1000 free lock rows past their retention; returns the numbers';

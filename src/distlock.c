@@ -67,8 +67,57 @@ _PG_init(void)
 							NULL,
 							NULL,
 							NULL);
+	DefineCustomIntVariable("distlock.job_retention",
+							"How long finished jobs are kept.",
+							"maintain() deletes completed, failed and cancelled jobs that finished longer ago; -1 keeps them.",
+							&dl_job_retention,
+							86400,
+							-1,
+							INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL,
+							NULL,
+							NULL);
+	DefineCustomIntVariable("distlock.lock_retention",
+							"How long a lock row is kept once nobody holds the lock.",
+							"maintain() deletes lock rows free for longer; -1 keeps them.",
+							&dl_lock_retention,
+							86400,
+							-1,
+							INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL,
+							NULL,
+							NULL);
+	DefineCustomIntVariable("distlock.maintenance_naptime",
+							"How often the background worker calls maintain() in each database.",
+							"0 stops the background workers; they work only when distlock is preloaded.",
+							&dl_maintenance_naptime,
+							1000,
+							0,
+							3600 * 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL,
+							NULL,
+							NULL);
+	DefineCustomStringVariable("distlock.maintenance_databases",
+							   "The databases the background worker serves.",
+							   "A comma-separated list of database names; empty: every database where distlock is installed.",
+							   &dl_maintenance_databases,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_LIST_INPUT,
+							   NULL,
+							   NULL,
+							   NULL);
 	MarkGUCPrefixReserved("distlock");
 
 	if (process_shared_preload_libraries_in_progress)
+	{
 		dl_wake_preload();
+		dl_worker_preload();
+	}
 }

@@ -279,6 +279,7 @@ extern bool dl_session_still_live(Datum session_id, TimestampTz *expires);
 extern bool dl_session_is_live(Datum session_id, bool busy_is_live);
 extern bool dl_session_acting(DistlockCall *call, Datum session_id);
 extern int	dl_reap_expired(TimestampTz now, int limit);
+extern int	dl_reap_all(void);
 
 /* wake.c: who waits for what, and waking them */
 typedef enum DistlockWaitKind
@@ -303,6 +304,15 @@ extern void dl_wake_at_commit(DistlockWaitKind kind, uint32 key, Oid role,
 /* queue.c: what a statement giving jobs back to pending returns */
 #define DL_JOBS_BACK_RETURNING	"queue, status, created_by"
 extern void dl_wake_for_jobs_back(void);
+
+/* maintain.c */
+extern int	dl_job_retention;
+extern int	dl_lock_retention;
+
+/* worker.c */
+extern int	dl_maintenance_naptime;
+extern char *dl_maintenance_databases;
+extern void dl_worker_preload(void);
 
 /* wait.c */
 extern uint32 dl_wait_key(Datum value, bool is_uuid);

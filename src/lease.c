@@ -619,8 +619,8 @@ distlock_release(PG_FUNCTION_ARGS)
  * fence(lock_name text, token bigint) RETURNS void
  *
  * Raise 55000 unless token is the current token of a live lease on
- * lock_name (42704 if the lock does not exist, 42501 if it is granted to a
- * role the caller may not act for).  On success the lock row
+ * lock_name (42501 if it is granted to a role the caller may not act
+ * for).  On success the lock row
  * stays share-locked until the caller's transaction ends: another owner's
  * try_acquire waits for it, so writes made in this transaction after fence()
  * commit only while the lease is still this token's.
@@ -639,10 +639,17 @@ distlock_fence(PG_FUNCTION_ARGS)
 	cname = text_to_cstring(name);
 
 	dl_enter(&call, "distlock.fence()", true);
+	/*
+	 * No row: never acquired, or free long enough for maintain() to delete
+	 * it.  The same refusal as for a released lock, so that the deletion
+	 * changes nothing a fenced writer sees.
+	 */
 	if (!lease_lock_row(&lock_for_share_stmt, name, &row, &call))
 		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("lock \"%s\" does not exist", cname)));
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lock \"%s\" is not held with fencing token " INT64_FORMAT,
+						cname, token),
+				 errdetail("The lock has no lease.")));
 	if (row.token != token)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

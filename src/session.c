@@ -735,6 +735,25 @@ dl_reap_expired(TimestampTz now, int limit)
 }
 
 /*
+ * Reap every session expired now that no call is using, in batches;
+ * returns how many were reaped.  For reap() and maintain().
+ */
+int
+dl_reap_all(void)
+{
+	ReapCursor	from = {DT_NOBEGIN};
+	int			total = 0;
+	int			examined;
+
+	do
+	{
+		total += session_reap_batch(GetCurrentTimestamp(),
+									DISTLOCK_REAP_BATCH, &from, &examined);
+	} while (examined == DISTLOCK_REAP_BATCH);
+	return total;
+}
+
+/*
  * session_open(ttl interval DEFAULT '15 seconds', owner text DEFAULT NULL,
  *				info jsonb DEFAULT NULL) RETURNS uuid
  *
@@ -881,16 +900,10 @@ Datum
 distlock_reap(PG_FUNCTION_ARGS)
 {
 	DistlockCall call;
-	ReapCursor	from = {DT_NOBEGIN};
-	int			total = 0;
-	int			examined;
+	int			total;
 
 	dl_enter(&call, "distlock.reap()", true);
-	do
-	{
-		total += session_reap_batch(GetCurrentTimestamp(),
-									DISTLOCK_REAP_BATCH, &from, &examined);
-	} while (examined == DISTLOCK_REAP_BATCH);
+	total = dl_reap_all();
 	dl_leave(&call);
 
 	PG_RETURN_INT32(total);

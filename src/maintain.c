@@ -1,0 +1,146 @@
+/*-------------------------------------------------------------------------
+ *
+ * maintain.c
+ *		maintain(): reaping, and retention of finished jobs and free locks.
+ *
+ * What grows without it: a job row stays after the job has finished
+ * (completed, failed for good, cancelled), and a lock row after its lease
+ * has ended, so that its fencing history stays with the name.  maintain()
+ * deletes finished jobs older than distlock.job_retention and lock rows
+ * that have been free for longer than distlock.lock_retention, and reaps
+ * expired sessions, so that their jobs go back to their queues without a
+ * worker calling in.  The background worker (worker.c) calls it in every
+ * database where distlock is installed; without the worker, anyone (or
+ * pg_cron) may.
+ *
+ * Neither deletion takes anything a claim, an acknowledgement or a grant
+ * waits for: the rows are locked FOR UPDATE SKIP LOCKED (a row somebody
+ * holds is left for a later pass), and a finished job is never claimed or
+ * acknowledged again.  Each pass deletes at most DISTLOCK_PRUNE_BATCH rows
+ * of each table, so its transaction stays short; the worker runs passes
+ * back to back while they come back full.
+ *
+ * Deleting a free lock row changes nothing a caller can observe: the row
+ * is not in active_locks, the next grant of the name draws its token from
+ * the one sequence, so it is still larger than every token handed out
+ * before, and fence() refuses a stale token with the same error whether
+ * or not the row is there.  A row is kept while its minimum hold lasts.
+ * Lock rows have no index to find the free ones by (one would cost every
+ * grant and release its HOT update), so they are found by a scan of the
+ * table, done at most once per DISTLOCK_LOCK_PRUNE_EVERY in a backend
+ * unless the last one came back full.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/maintain.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/timestamp.h"
+
+#include "distlock.h"
+
+PG_FUNCTION_INFO_V1(distlock_maintain);
+
+/* Rows of each table one pass deletes at most. */
+#define DISTLOCK_PRUNE_BATCH		1000
+
+/* How often a backend scans distlock.locks for free rows. */
+#define DISTLOCK_LOCK_PRUNE_EVERY	(60 * USECS_PER_SEC)
+
+/* distlock.job_retention, distlock.lock_retention: see distlock.c */
+int			dl_job_retention = 86400;
+int			dl_lock_retention = 86400;
+
+static TimestampTz locks_pruned_at = 0;
+
+/* Finished jobs that finished before $1, oldest first. */
+static DistlockStmt prune_jobs_stmt = {
+	"DELETE FROM distlock.jobs WHERE id = ANY (ARRAY("
+	" SELECT id FROM distlock.jobs"
+	" WHERE status > 'running' AND finished_at < $1"
+	" ORDER BY finished_at LIMIT $2 FOR UPDATE SKIP LOCKED))",
+	2, {TIMESTAMPTZOID, INT4OID}
+};
+
+/*
+ * Lock rows free since before $1 and off hold: released, expired, or bound
+ * to a session that is gone or expired (renewed_at, the last grant or
+ * renewal, then bounds when the session's lease last moved).
+ */
+static DistlockStmt prune_locks_stmt = {
+	"DELETE FROM distlock.locks WHERE name = ANY (ARRAY("
+	" SELECT name FROM distlock.locks l"
+	" WHERE (hold_until IS NULL OR hold_until < $1)"
+	" AND (owner IS NULL AND renewed_at < $1"
+	"  OR expires_at < $1"
+	"  OR session_id IS NOT NULL AND renewed_at < $1"
+	"   AND NOT EXISTS (SELECT 1 FROM distlock.sessions s"
+	"    WHERE s.id = l.session_id AND s.expires_at > $3))"
+	" LIMIT $2 FOR UPDATE SKIP LOCKED))",
+	3, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
+};
+
+/* Delete with stmt up to DISTLOCK_PRUNE_BATCH rows older than cutoff. */
+static int
+maintain_prune(DistlockStmt *stmt, TimestampTz cutoff, TimestampTz now)
+{
+	Datum		values[3];
+
+	values[0] = TimestampTzGetDatum(cutoff);
+	values[1] = Int32GetDatum(DISTLOCK_PRUNE_BATCH);
+	values[2] = TimestampTzGetDatum(now);
+	return (int) dl_exec(stmt, values, NULL, 0);
+}
+
+/*
+ * maintain(OUT reaped integer, OUT jobs_pruned integer,
+ *			OUT locks_pruned integer) RETURNS record
+ *
+ * One pass: reap every expired session not in use, delete up to
+ * DISTLOCK_PRUNE_BATCH finished jobs that finished more than
+ * distlock.job_retention ago and as many lock rows free for more than
+ * distlock.lock_retention (-1: keep them).  Returns the numbers; a full
+ * batch means there is more to do.
+ */
+Datum
+distlock_maintain(PG_FUNCTION_ARGS)
+{
+	DistlockCall call;
+	TupleDesc	desc;
+	Datum		values[3] = {0};
+	bool		nulls[3] = {false, false, false};
+	TimestampTz now;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	dl_enter(&call, "distlock.maintain()", true);
+	values[0] = Int32GetDatum(dl_reap_all());
+	now = GetCurrentTimestamp();
+	values[1] = Int32GetDatum(dl_job_retention < 0 ? 0 :
+							  maintain_prune(&prune_jobs_stmt,
+											 now - dl_job_retention * USECS_PER_SEC,
+											 now));
+	if (dl_lock_retention >= 0 &&
+		now - locks_pruned_at >= DISTLOCK_LOCK_PRUNE_EVERY)
+	{
+		int			n = maintain_prune(&prune_locks_stmt,
+									   now - dl_lock_retention * USECS_PER_SEC,
+									   now);
+
+		values[2] = Int32GetDatum(n);
+		/* a full batch: look again at the next pass */
+		locks_pruned_at = n == DISTLOCK_PRUNE_BATCH ? 0 : now;
+	}
+	dl_leave(&call);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc),
+													  values, nulls)));
+}

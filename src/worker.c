@@ -1,0 +1,657 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *		The background workers that keep distlock tidy when it is preloaded.
+ *
+ * A launcher ("distlock launcher"), connected to no database, lists the
+ * databases that allow connections and are not templates (only those in
+ * distlock.maintenance_databases, if it is set) and starts one worker
+ * ("distlock maintenance") in each.  A worker finds out whether distlock
+ * is installed in its database; if not, it exits, and the launcher tries
+ * that database again after DISTLOCK_ABSENT_RECHECK.  Otherwise it calls
+ * distlock.maintain() every distlock.maintenance_naptime, and again at
+ * once while a pass comes back with more to do, so expired sessions are
+ * reaped within about a naptime of expiring.
+ *
+ * A worker stays connected to its database, which would make DROP
+ * DATABASE, ALTER DATABASE ... RENAME or SET TABLESPACE, and CREATE
+ * DATABASE with it as template fail ("being accessed by other users").
+ * So, as autovacuum's workers are, it is moved out of the way: a utility
+ * hook asks the launcher to leave that database alone for
+ * DISTLOCK_PAUSE_SECS and ends its worker before the command runs.
+ *
+ * The launcher is restarted by the postmaster if it exits or the server
+ * restarts after a crash; it starts the workers again.  A worker that
+ * fails (its error is logged) is started again after a naptime.  Neither
+ * runs on a standby: they start once recovery has finished, so after a
+ * promotion too.
+ *
+ * Shared state: one slot per database the launcher serves (its worker's
+ * PID, and how long it is paused), under a spinlock held for a few
+ * instructions.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/worker.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <signal.h>
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
+#include "commands/defrem.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/varlena.h"
+
+#include "compat.h"
+#include "distlock.h"
+
+PGDLLEXPORT void distlock_launcher_main(Datum arg);
+PGDLLEXPORT void distlock_maintenance_main(Datum arg);
+
+/*
+ * A database without distlock is looked at again after this long, one
+ * whose worker failed after this.
+ */
+#define DISTLOCK_ABSENT_RECHECK		(60 * USECS_PER_SEC)
+#define DISTLOCK_FAILED_RESTART		(10 * USECS_PER_SEC)
+
+/* How long a database is left alone for a command that needs it empty. */
+#define DISTLOCK_PAUSE_SECS			10
+
+/* How often the launcher looks for new databases. */
+#define DISTLOCK_LAUNCHER_NAPTIME_MS	10000
+
+/* distlock.maintenance_naptime, distlock.maintenance_databases */
+int			dl_maintenance_naptime = 1000;
+char	   *dl_maintenance_databases = NULL;
+
+typedef struct WorkerDb
+{
+	Oid			dbid;			/* InvalidOid: slot free */
+	pid_t		pid;			/* its worker, or 0 */
+	bool		absent;			/* its worker found no distlock there */
+	bool		recheck;		/* distlock was just installed or updated */
+	TimestampTz paused_until;
+} WorkerDb;
+
+typedef struct WorkerShared
+{
+	slock_t		mutex;
+	int			launcher_procno;	/* -1 until the launcher runs */
+	int			ndbs;
+	WorkerDb	dbs[FLEXIBLE_ARRAY_MEMBER];
+} WorkerShared;
+
+static WorkerShared *worker_shared = NULL;
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static ProcessUtility_hook_type prev_process_utility_hook = NULL;
+
+/* The launcher's own view of each database it has seen (local memory). */
+typedef struct LauncherDb
+{
+	Oid			dbid;
+	BackgroundWorkerHandle *handle;
+	TimestampTz retry_at;		/* not before this is it started again */
+	bool		seen;			/* still listed in pg_database */
+} LauncherDb;
+
+static Size
+worker_shared_size(void)
+{
+	return add_size(offsetof(WorkerShared, dbs),
+					mul_size(max_worker_processes, sizeof(WorkerDb)));
+}
+
+static void
+worker_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(worker_shared_size());
+}
+
+static void
+worker_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	worker_shared = ShmemInitStruct("distlock workers", worker_shared_size(),
+									&found);
+	if (!found)
+	{
+		memset(worker_shared, 0, worker_shared_size());
+		SpinLockInit(&worker_shared->mutex);
+		worker_shared->launcher_procno = -1;
+		worker_shared->ndbs = max_worker_processes;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* The shared slot of dbid, taking a free one if add; NULL if none. */
+static WorkerDb *
+worker_slot(Oid dbid, bool add)
+{
+	WorkerDb   *free_slot = NULL;
+
+	for (int i = 0; i < worker_shared->ndbs; i++)
+	{
+		if (worker_shared->dbs[i].dbid == dbid)
+			return &worker_shared->dbs[i];
+		if (free_slot == NULL && worker_shared->dbs[i].dbid == InvalidOid)
+			free_slot = &worker_shared->dbs[i];
+	}
+	if (add && free_slot != NULL)
+	{
+		free_slot->dbid = dbid;
+		free_slot->pid = 0;
+		free_slot->absent = false;
+		free_slot->recheck = false;
+		free_slot->paused_until = 0;
+		return free_slot;
+	}
+	return NULL;
+}
+
+/*
+ * Before a command that needs a database without other connections: keep
+ * the launcher from starting a worker there for a while, and end the one
+ * there is.  (The command waits a few seconds for connections to go.)
+ */
+static void
+worker_leave_database(const char *dbname)
+{
+	Oid			dbid;
+	pid_t		pid = 0;
+	WorkerDb   *slot;
+
+	if (dbname == NULL || worker_shared == NULL)
+		return;
+	dbid = get_database_oid(dbname, true);
+	if (!OidIsValid(dbid))
+		return;
+	SpinLockAcquire(&worker_shared->mutex);
+	slot = worker_slot(dbid, true);
+	if (slot != NULL)
+	{
+		slot->paused_until = GetCurrentTimestamp() +
+			DISTLOCK_PAUSE_SECS * USECS_PER_SEC;
+		pid = slot->pid;
+	}
+	SpinLockRelease(&worker_shared->mutex);
+	if (pid != 0)
+		(void) kill(pid, SIGTERM);
+}
+
+/* The database a utility statement needs to itself, or NULL. */
+static const char *
+worker_database_needed(Node *stmt)
+{
+	ListCell   *lc;
+
+	switch (nodeTag(stmt))
+	{
+		case T_DropdbStmt:
+			return ((DropdbStmt *) stmt)->dbname;
+		case T_RenameStmt:
+			if (((RenameStmt *) stmt)->renameType == OBJECT_DATABASE)
+				return ((RenameStmt *) stmt)->subname;
+			return NULL;
+		case T_AlterDatabaseStmt:
+			foreach(lc, ((AlterDatabaseStmt *) stmt)->options)
+			{
+				if (strcmp(((DefElem *) lfirst(lc))->defname, "tablespace") == 0)
+					return ((AlterDatabaseStmt *) stmt)->dbname;
+			}
+			return NULL;
+		case T_CreatedbStmt:
+			foreach(lc, ((CreatedbStmt *) stmt)->options)
+			{
+				DefElem    *opt = (DefElem *) lfirst(lc);
+
+				if (strcmp(opt->defname, "template") == 0 && opt->arg != NULL)
+					return defGetString(opt);
+			}
+			return NULL;
+		default:
+			return NULL;
+	}
+}
+
+/* Whether this transaction installs or updates distlock. */
+static bool worker_installing = false;
+static bool worker_callback_registered = false;
+
+/*
+ * Once distlock is installed or updated in a database, have the launcher
+ * look at it now rather than when it next would.
+ */
+static void
+worker_xact_callback(XactEvent event, void *arg)
+{
+	WorkerDb   *slot;
+	int			launcher = -1;
+
+	if (!worker_installing)
+		return;
+	if (event == XACT_EVENT_COMMIT)
+	{
+		SpinLockAcquire(&worker_shared->mutex);
+		slot = worker_slot(MyDatabaseId, true);
+		if (slot != NULL)
+			slot->recheck = true;
+		launcher = worker_shared->launcher_procno;
+		SpinLockRelease(&worker_shared->mutex);
+		if (launcher >= 0)
+			SetLatch(&GetPGProcByNumber(launcher)->procLatch);
+	}
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		worker_installing = false;
+}
+
+/* Whether a utility statement installs or updates distlock. */
+static bool
+worker_installs(Node *stmt)
+{
+	if (IsA(stmt, CreateExtensionStmt))
+		return strcmp(((CreateExtensionStmt *) stmt)->extname,
+					  "distlock") == 0;
+	if (IsA(stmt, AlterExtensionStmt))
+		return strcmp(((AlterExtensionStmt *) stmt)->extname,
+					  "distlock") == 0;
+	return false;
+}
+
+static void
+worker_process_utility(PlannedStmt *pstmt, const char *queryString,
+					   bool readOnlyTree, ProcessUtilityContext context,
+					   ParamListInfo params, QueryEnvironment *queryEnv,
+					   DestReceiver *dest, QueryCompletion *qc)
+{
+	worker_leave_database(worker_database_needed(pstmt->utilityStmt));
+	if (worker_installs(pstmt->utilityStmt) && worker_shared != NULL)
+	{
+		if (!worker_callback_registered)
+		{
+			RegisterXactCallback(worker_xact_callback, NULL);
+			worker_callback_registered = true;
+		}
+		worker_installing = true;
+	}
+
+	if (prev_process_utility_hook)
+		prev_process_utility_hook(pstmt, queryString, readOnlyTree, context,
+								  params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+}
+
+/* From _PG_init() while shared_preload_libraries are loaded. */
+void
+dl_worker_preload(void)
+{
+	BackgroundWorker worker;
+
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = worker_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = worker_shmem_startup;
+	prev_process_utility_hook = ProcessUtility_hook;
+	ProcessUtility_hook = worker_process_utility;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	strlcpy(worker.bgw_library_name, "distlock", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "distlock_launcher_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "distlock launcher", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "distlock launcher", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
+
+/* Whether dbname is one distlock.maintenance_databases lets us serve. */
+static bool
+launcher_serves(const char *dbname)
+{
+	char	   *list;
+	List	   *names;
+	ListCell   *lc;
+	bool		found = false;
+
+	if (dl_maintenance_databases == NULL || dl_maintenance_databases[0] == '\0')
+		return true;
+	list = pstrdup(dl_maintenance_databases);
+	if (!SplitIdentifierString(list, ',', &names))
+		return false;			/* the check hook let nothing bad through */
+	foreach(lc, names)
+		found |= strcmp((char *) lfirst(lc), dbname) == 0;
+	return found;
+}
+
+/* Start the worker of database dbid; NULL if no worker slot is free. */
+static BackgroundWorkerHandle *
+launcher_start(Oid dbid, const char *dbname)
+{
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(worker.bgw_library_name, "distlock", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "distlock_maintenance_main",
+			BGW_MAXLEN);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "distlock maintenance of %s",
+			 dbname);
+	strlcpy(worker.bgw_type, "distlock maintenance", BGW_MAXLEN);
+	worker.bgw_main_arg = ObjectIdGetDatum(dbid);
+	worker.bgw_notify_pid = MyProcPid;
+	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+		return NULL;
+	return handle;
+}
+
+/*
+ * One look at the databases: start a worker where there should be one and
+ * is none.
+ */
+static void
+launcher_round(List **dbs)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	TimestampTz now = GetCurrentTimestamp();
+	ListCell   *lc;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	foreach(lc, *dbs)
+		((LauncherDb *) lfirst(lc))->seen = false;
+
+	StartTransactionCommand();
+	(void) GetTransactionSnapshot();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+		LauncherDb *ldb = NULL;
+		pid_t		pid;
+		WorkerDb   *slot;
+		bool		paused;
+
+		if (!db->datallowconn || db->datistemplate ||
+			!launcher_serves(NameStr(db->datname)))
+			continue;
+
+		foreach(lc, *dbs)
+		{
+			if (((LauncherDb *) lfirst(lc))->dbid == db->oid)
+				ldb = (LauncherDb *) lfirst(lc);
+		}
+		if (ldb == NULL)
+		{
+			MemoryContext old = MemoryContextSwitchTo(cxt);
+
+			ldb = palloc0(sizeof(LauncherDb));
+			ldb->dbid = db->oid;
+			*dbs = lappend(*dbs, ldb);
+			MemoryContextSwitchTo(old);
+		}
+		ldb->seen = true;
+
+		/* its worker is running, or has gone: when to start it again */
+		SpinLockAcquire(&worker_shared->mutex);
+		slot = worker_slot(db->oid, false);
+		paused = slot != NULL && slot->paused_until > now;
+		if (slot != NULL && slot->recheck)
+		{
+			slot->recheck = false;
+			ldb->retry_at = 0;
+		}
+		if (ldb->handle != NULL &&
+			GetBackgroundWorkerPid(ldb->handle, &pid) == BGWH_STOPPED)
+		{
+			ldb->retry_at = now + (slot != NULL && slot->absent ?
+								   DISTLOCK_ABSENT_RECHECK :
+								   DISTLOCK_FAILED_RESTART);
+			pfree(ldb->handle);
+			ldb->handle = NULL;
+		}
+		SpinLockRelease(&worker_shared->mutex);
+		if (ldb->handle != NULL || paused || now < ldb->retry_at)
+			continue;
+
+		{
+			MemoryContext old = MemoryContextSwitchTo(cxt);
+
+			ldb->handle = launcher_start(db->oid, NameStr(db->datname));
+			MemoryContextSwitchTo(old);
+		}
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(cxt);
+
+	/* forget what is over: slots without a worker or a pause */
+	SpinLockAcquire(&worker_shared->mutex);
+	for (int i = 0; i < worker_shared->ndbs; i++)
+	{
+		WorkerDb   *slot = &worker_shared->dbs[i];
+
+		if (slot->pid == 0 && slot->paused_until <= now)
+			slot->dbid = InvalidOid;
+	}
+	SpinLockRelease(&worker_shared->mutex);
+
+	/* ... and dropped databases */
+	foreach(lc, *dbs)
+	{
+		LauncherDb *ldb = (LauncherDb *) lfirst(lc);
+
+		if (!ldb->seen && ldb->handle == NULL)
+		{
+			*dbs = foreach_delete_current(*dbs, lc);
+			pfree(ldb);
+		}
+	}
+}
+
+/*
+ * The launcher: look at the databases every DISTLOCK_LAUNCHER_NAPTIME_MS,
+ * and whenever a worker starts or stops (the postmaster sets our latch).
+ */
+void
+distlock_launcher_main(Datum arg)
+{
+	List	   *dbs = NIL;
+	MemoryContext cxt;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+
+	cxt = AllocSetContextCreate(TopMemoryContext, "distlock launcher",
+								ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(cxt);
+	SpinLockAcquire(&worker_shared->mutex);
+	worker_shared->launcher_procno = dl_my_procno();
+	SpinLockRelease(&worker_shared->mutex);
+
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (dl_maintenance_naptime > 0)
+			launcher_round(&dbs);
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 DISTLOCK_LAUNCHER_NAPTIME_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* Whether this database has a distlock with maintain() (1.1 and later). */
+static bool
+maintenance_installed(void)
+{
+	bool		isnull;
+
+	if (!OidIsValid(get_extension_oid("distlock", true)))
+		return false;
+	if (SPI_execute("SELECT pg_catalog.to_regprocedure('distlock.maintain()')"
+					" IS NOT NULL", true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute failed");
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+									  SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * One pass of maintain() in a transaction of its own; returns whether it
+ * left more to do, or -1 if distlock is not (or no longer) installed.
+ */
+static int
+maintenance_pass(void)
+{
+	int			more = -1;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "SELECT distlock.maintain()");
+
+	if (maintenance_installed())
+	{
+		bool		isnull;
+
+		if (SPI_execute("SELECT jobs_pruned >= 1000 OR locks_pruned >= 1000"
+						" FROM distlock.maintain()", false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "SPI_execute failed");
+		more = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+										  SPI_tuptable->tupdesc, 1, &isnull));
+	}
+
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return more;
+}
+
+static WorkerDb *maintenance_slot = NULL;
+
+/* However the worker ends, its slot no longer names it. */
+static void
+maintenance_on_exit(int code, Datum arg)
+{
+	SpinLockAcquire(&worker_shared->mutex);
+	if (maintenance_slot->pid == MyProcPid)
+	{
+		maintenance_slot->pid = 0;
+		maintenance_slot->absent = DatumGetBool(arg);
+	}
+	SpinLockRelease(&worker_shared->mutex);
+}
+
+/* A database's worker: maintain() every naptime while distlock is there. */
+void
+distlock_maintenance_main(Datum arg)
+{
+	Oid			dbid = DatumGetObjectId(arg);
+	WorkerDb   *slot;
+	bool		absent = false;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	/* a command that needs the database to itself may be under way */
+	SpinLockAcquire(&worker_shared->mutex);
+	slot = worker_slot(dbid, true);
+	if (slot != NULL && slot->paused_until <= GetCurrentTimestamp())
+		slot->pid = MyProcPid;
+	else
+		slot = NULL;
+	SpinLockRelease(&worker_shared->mutex);
+	if (slot == NULL)
+		proc_exit(0);
+	maintenance_slot = slot;
+	before_shmem_exit(maintenance_on_exit, BoolGetDatum(false));
+
+	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
+	pgstat_report_appname("distlock maintenance");
+
+	for (;;)
+	{
+		int			more;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (dl_maintenance_naptime <= 0)
+			break;
+		more = maintenance_pass();
+		if (more < 0)
+		{
+			absent = true;
+			break;
+		}
+		if (more)
+			continue;
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 dl_maintenance_naptime, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+
+	cancel_before_shmem_exit(maintenance_on_exit, BoolGetDatum(false));
+	maintenance_on_exit(0, BoolGetDatum(absent));
+	proc_exit(0);
+}
