@@ -6,5 +6,9 @@
 SELECT bench_sid(:client_id) AS sid, 1 AS have_sid \gset
 \endif
 SELECT distlock.enqueue('retention', '{"to": "user@example.com"}');
-SELECT id AS jid FROM distlock.claim('retention', :sid) \gset
+-- a claim can find no job it may take (another client's claim holds the
+-- only one its snapshot sees); the job is taken by a later claim
+SELECT coalesce((SELECT id FROM distlock.claim('retention', :sid)), 0) AS jid \gset
+\if :jid > 0
 SELECT distlock.complete(:jid, :sid);
+\endif

@@ -73,3 +73,33 @@ psql -X -q -v ON_ERROR_STOP=1 -v pgq=$have_pgq -f "$top/bench/setup.sql" >/dev/n
 pgbench -i -q -s 1 -U app postgres >/dev/null 2>&1
 
 BENCH_WORK="$dir" HAVE_PGQ=$have_pgq /usr/bin/python3 "$top/bench/bench.py"
+
+# --- The waiting calls (bench/wake.py) -------------------------------------
+# claim_wait() and acquire() against polling loops and graphile-worker: wake-up
+# latency, idle cost, throughput and retention, first without distlock in
+# shared_preload_libraries (waiters re-check every distlock.wait_poll_interval),
+# then, after a restart with it, the waiting calls' rows again (woken by the
+# committing transaction).  graphile-worker and a Node for it come from the
+# npm registry, cached outside the work tree (bench/graphile/install.sh);
+# without them its rows are left out.  WORKLOADS="wake" runs only these.
+if [ -z "${WORKLOADS:-}" ] || [[ " $WORKLOADS " == *" wake "* ]]; then
+	GRAPHILE_DIR=$("$top/bench/graphile/install.sh") || {
+		echo "warning: could not install graphile-worker; its rows are left out" >&2
+		GRAPHILE_DIR=
+	}
+	export GRAPHILE_DIR BENCH_WORK="$dir"
+	# this checkout's library, whichever bench.py's last round left in place
+	restore_library
+	rm -f "$dir/wake.json"
+	psql -X -q -c "ALTER SYSTEM SET max_connections = 250"	# 200 idle workers
+	cluster_restart
+	# retention is measured once, with the preload's background worker
+	/usr/bin/python3 "$top/bench/wake.py" --mode poll --rows latency,lease,idle,throughput
+	if psql -X -q -c "ALTER SYSTEM SET shared_preload_libraries = 'distlock'" &&
+		cluster_restart; then
+		/usr/bin/python3 "$top/bench/wake.py" --mode preload --only-waiting
+	else
+		echo "warning: could not restart with distlock preloaded; those rows are left out" >&2
+	fi
+	/usr/bin/python3 "$top/bench/wake.py" --rows none --report
+fi

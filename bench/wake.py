@@ -42,7 +42,8 @@ Sections (--rows, comma-separated; all by default):
              size of distlock.jobs (table + indexes) and the claim's mean
              latency after the first 10 % and over the last 10 %.  Without
              the preload (no background worker) a thread calls
-             distlock.maintain() every 5 s.
+             distlock.maintain() every second, and again at once while it
+             prunes a full batch, as the background worker does.
 
 Results go to a state file (--state, default $BENCH_WORK/wake.json) that
 successive runs add to; --report prints the tables, appends them to
@@ -69,7 +70,6 @@ import threading
 import time
 
 import psycopg
-from psycopg.types.composite import CompositeInfo, register_composite
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
@@ -184,8 +184,6 @@ class Worker(threading.Thread):
             with connect(self.APP) as conn:
                 sid = conn.execute("SELECT distlock.session_open('1 hour', %s)",
                                    (f"wake-{self.n}",)).fetchone()[0]
-                if self.kind == "wait":
-                    register_composite(CompositeInfo.fetch(conn, "distlock.jobs"), conn)
                 self.ready.set()
                 if self.kind == "poll":
                     # workers started one by one poll at phases spread
@@ -200,7 +198,7 @@ class Worker(threading.Thread):
                         arr = conn.execute(
                             "CALL distlock.claim_wait(%s, %s, 1, %s::interval, NULL)",
                             (self.queue, sid, self.wait_for)).fetchone()[0]
-                        jobs = [(j.id, j.payload) for j in arr or []]
+                        jobs = [(j["id"], j["payload"]) for j in arr or []]
                     now = mono_ms()
                     for jid, payload in jobs:
                         self.starts[payload["seq"]] = now
@@ -577,15 +575,19 @@ def retention(db, srv, only_waiting):
     stop = threading.Event()
 
     def maintainer():
+        # as the background worker does: a pass a second, and the next at
+        # once while a pass pruned a full batch
         with connect("wake-maintain", "postgres") as conn:
-            while not stop.wait(5):
-                conn.execute("SELECT distlock.maintain()")
+            while not stop.wait(1):
+                while not stop.is_set() and conn.execute(
+                        "SELECT jobs_pruned FROM distlock.maintain()").fetchone()[0] >= 1000:
+                    pass
 
     mt = threading.Thread(target=maintainer, daemon=True)
     if maintain:
         mt.start()
     rows = []
-    how = "background worker" if srv.preload else "distlock.maintain() every 5 s"
+    how = "background worker" if srv.preload else "maintain() every second"
     try:
         done = 0
         tenth = RET_JOBS // 10

@@ -24,14 +24,17 @@ LANGUAGE C STABLE STRICT PARALLEL SAFE;
 -- Calls that wait in the server (src/wait.c).  Procedures, so that they can
 -- commit before they sleep and hold no snapshot or lock while they wait:
 -- CALL them outside a transaction block (inside one, only wait => '0').
+-- The jobs come back as a jsonb array of objects, one column of
+-- distlock.jobs each (jsonb_populate_recordset(NULL::distlock.jobs, jobs)
+-- makes rows of them again).
 --
 CREATE PROCEDURE distlock.claim_wait(queue text, session_id uuid,
 									 max_jobs integer DEFAULT 1,
 									 wait interval DEFAULT '30 seconds',
-									 INOUT jobs distlock.jobs[] DEFAULT NULL)
+									 INOUT jobs jsonb DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'distlock_claim_wait'
 LANGUAGE C;
-COMMENT ON PROCEDURE distlock.claim_wait(text, uuid, integer, interval, distlock.jobs[]) IS
+COMMENT ON PROCEDURE distlock.claim_wait(text, uuid, integer, interval, jsonb) IS
 	'claim up to max_jobs due jobs, waiting up to wait for some to be enqueued or become due; returns those claimed';
 
 CREATE PROCEDURE distlock.complete_and_claim_wait(job_id bigint,
@@ -39,10 +42,10 @@ CREATE PROCEDURE distlock.complete_and_claim_wait(job_id bigint,
 												  result jsonb DEFAULT NULL,
 												  max_jobs integer DEFAULT 1,
 												  wait interval DEFAULT '30 seconds',
-												  INOUT jobs distlock.jobs[] DEFAULT NULL)
+												  INOUT jobs jsonb DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'distlock_complete_and_claim_wait'
 LANGUAGE C;
-COMMENT ON PROCEDURE distlock.complete_and_claim_wait(bigint, uuid, jsonb, integer, interval, distlock.jobs[]) IS
+COMMENT ON PROCEDURE distlock.complete_and_claim_wait(bigint, uuid, jsonb, integer, interval, jsonb) IS
 	'acknowledge a running job as complete_and_claim() does, then claim up to max_jobs jobs of its queue, waiting up to wait for some';
 
 CREATE PROCEDURE distlock.acquire(lock_name text, owner text,

@@ -51,7 +51,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
-#include "utils/lsyscache.h"
+#include "utils/fmgrprotos.h"
 #include "utils/memutils.h"
 #include "utils/uuid.h"
 
@@ -70,13 +70,20 @@ typedef struct WaitStmt
 	SPIPlanPtr	plan;
 } WaitStmt;
 
+/*
+ * The jobs claimed, as a jsonb array of objects (a column of distlock.jobs
+ * each), and their number.  jsonb rather than distlock.jobs[]: every
+ * client can read it, and an argument of the table's row type would keep
+ * the table's columns from being altered.
+ */
 static WaitStmt claim_stmt = {
-	"SELECT pg_catalog.array_agg(j) FROM distlock.claim($1, $2, $3) AS j",
+	"SELECT pg_catalog.jsonb_agg(j), pg_catalog.count(*)"
+	" FROM distlock.claim($1, $2, $3) AS j",
 	3, {TEXTOID, UUIDOID, INT4OID}
 };
 
 static WaitStmt complete_and_claim_stmt = {
-	"SELECT pg_catalog.array_agg(j)"
+	"SELECT pg_catalog.jsonb_agg(j), pg_catalog.count(*)"
 	" FROM distlock.complete_and_claim($1, $2, $3, $4) AS j",
 	4, {INT8OID, UUIDOID, JSONBOID, INT4OID}
 };
@@ -175,10 +182,13 @@ wait_begin_call(FunctionCallInfo fcinfo, int argno, const char *fname,
 	return GetCurrentTimestamp() + usecs;
 }
 
-/* Run stmt as the caller; the first column of its one row, copied to cxt. */
+/*
+ * Run stmt as the caller; the first column of its one row, copied to cxt,
+ * and the second (a count), if count is given.
+ */
 static Datum
 wait_run(WaitStmt *stmt, Datum *values, const char *nulls, bool *isnull,
-		 MemoryContext cxt)
+		 int64 *count, MemoryContext cxt)
 {
 	int			rc;
 	Datum		result;
@@ -199,6 +209,14 @@ wait_run(WaitStmt *stmt, Datum *values, const char *nulls, bool *isnull,
 	if (rc != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
 			 stmt->sql, SPI_result_code_string(rc));
+	if (count != NULL)
+	{
+		bool		count_null;
+
+		*count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 2,
+											 &count_null));
+	}
 	result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
 						   isnull);
 	if (*isnull)
@@ -219,18 +237,6 @@ wait_commit(bool atomic)
 {
 	if (!atomic)
 		SPI_commit();
-}
-
-/* The number of jobs in an array the claim returned (NULL: none). */
-static int
-wait_count(Datum jobs, bool isnull)
-{
-	ArrayType  *arr;
-
-	if (isnull)
-		return 0;
-	arr = DatumGetArrayTypeP(jobs);
-	return ArrayGetNItems(ARR_NDIM(arr), ARR_DIMS(arr));
 }
 
 /*
@@ -282,8 +288,7 @@ wait_job_queue(Datum job_id, MemoryContext cxt)
 
 /*
  * The one-column result row of a waiting procedure (its INOUT argument):
- * value, or, if it is null and empty_array, an empty array of the column's
- * type.
+ * value, or, if it is null and empty_array, an empty jsonb array.
  */
 static Datum
 wait_result(FunctionCallInfo fcinfo, Datum value, bool isnull,
@@ -296,19 +301,23 @@ wait_result(FunctionCallInfo fcinfo, Datum value, bool isnull,
 	desc = BlessTupleDesc(desc);
 	if (isnull && empty_array)
 	{
-		Oid			elemtype = get_element_type(TupleDescAttr(desc, 0)->atttypid);
-
-		value = PointerGetDatum(construct_empty_array(elemtype));
+		value = DirectFunctionCall1(jsonb_in, CStringGetDatum("[]"));
 		isnull = false;
 	}
 	return HeapTupleGetDatum(heap_form_tuple(desc, &value, &isnull));
 }
 
 /*
- * Claim jobs of queue for session_id until some are claimed or the wait
- * ends at deadline; the first try is done by first (claim, or complete
- * and claim) with first_values, the later ones by claim().  Returns the
- * jobs claimed, as an array in cxt (an empty array when none were).
+ * Claim jobs for session_id until some are claimed or the wait ends at
+ * deadline; the first try is made by first (claim, or complete and claim)
+ * with first_values, the later ones by claim() on queue (NULL: the queue
+ * of job_id, the job first acknowledged).  Returns the jobs claimed as an
+ * array in cxt, or sets *isnull if none were.
+ *
+ * A call that finds jobs at its first try never takes a waiter's slot, so
+ * a busy worker costs nothing here; one that finds none takes a slot and
+ * then looks once more before it sleeps, so that no job committed in
+ * between is missed (wake.c).
  */
 static Datum
 wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
@@ -322,52 +331,47 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 	Datum	   *args = first_values;
 	const char *nulls = first_nulls;
 	DistlockCall call = {.caller = GetUserId()};
+	bool		waiting = false;
 
-	if (queue != NULL)
-		dl_wait_begin(DL_WAIT_QUEUE, dl_wait_key(PointerGetDatum(queue),
-												 false));
 	for (;;)
 	{
 		TimestampTz now;
 		TimestampTz due;
-		Oid			role;
-		int			n;
+		Oid			role = InvalidOid;
+		bool		woken = false;
+		int64		n;
 
-		jobs = wait_run(stmt, args, nulls, isnull, cxt);
-		n = wait_count(jobs, *isnull);
+		jobs = wait_run(stmt, args, nulls, isnull, &n, cxt);
+		if (waiting && (woken = dl_wait_take_wakeup(&role)))
+			elog(DEBUG1, "woken for jobs of queue \"%s\": " INT64_FORMAT " claimed",
+				 text_to_cstring(queue), n);
 		if (n > 0)
 		{
 			/* more jobs may be there for the next in line */
-			if (n == max_jobs)
+			if (waiting && n == max_jobs)
 				dl_wait_pass_on(InvalidOid);
-			(void) dl_wait_take_wakeup(&role);
 			break;
 		}
 		/* woken for jobs this caller may not take: wake the next waiter */
-		if (dl_wait_take_wakeup(&role) &&
-			(!OidIsValid(role) || !dl_may_act_for(&call, role)))
+		if (woken && OidIsValid(role) && !dl_may_act_for(&call, role))
 			dl_wait_pass_on(role);
 
 		now = GetCurrentTimestamp();
 		if (now >= deadline)
 			break;
 
+		if (queue == NULL)
+			queue = wait_job_queue(job_id, cxt);
 		values[0] = PointerGetDatum(queue);
 		values[1] = session_id;
 		values[2] = Int32GetDatum(max_jobs);
 		stmt = &claim_stmt;
 		args = values;
 		nulls = NULL;
-		if (queue == NULL)
+		if (!waiting)
 		{
-			/*
-			 * The acknowledgement was taken, and nothing was claimed: wait
-			 * for its job's queue, and look once more now that jobs
-			 * committed from here on wake this backend.
-			 */
-			queue = wait_job_queue(job_id, cxt);
-			values[0] = PointerGetDatum(queue);
 			dl_wait_begin(DL_WAIT_QUEUE, dl_wait_key(values[0], false));
+			waiting = true;
 			continue;
 		}
 		due = wait_next_due(queue, now);
@@ -381,10 +385,11 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 /*
  * claim_wait(queue text, session_id uuid, max_jobs integer DEFAULT 1,
  *			  wait interval DEFAULT '30 seconds',
- *			  INOUT jobs distlock.jobs[] DEFAULT NULL)
+ *			  INOUT jobs jsonb DEFAULT NULL)
  *
  * claim() that waits up to wait for due jobs, and returns those claimed
- * (none: an empty array).  A procedure: CALL it outside a transaction
+ * as a jsonb array of objects, one column of distlock.jobs each (none: an
+ * empty array).  A procedure: CALL it outside a transaction
  * block to wait.
  */
 Datum
@@ -419,7 +424,7 @@ distlock_claim_wait(PG_FUNCTION_ARGS)
  * complete_and_claim_wait(job_id bigint, session_id uuid, result jsonb
  *						   DEFAULT NULL, max_jobs integer DEFAULT 1,
  *						   wait interval DEFAULT '30 seconds',
- *						   INOUT jobs distlock.jobs[] DEFAULT NULL)
+ *						   INOUT jobs jsonb DEFAULT NULL)
  *
  * complete_and_claim() that, when it claims nothing, commits the
  * acknowledgement and waits as claim_wait() does for jobs of the same
@@ -597,7 +602,7 @@ distlock_acquire(PG_FUNCTION_ARGS)
 	deadline = wait_begin_call(fcinfo, 5, "distlock.acquire()", &atomic);
 
 	if (atomic)
-		token = wait_run(&try_acquire_stmt, values, nulls, &isnull,
+		token = wait_run(&try_acquire_stmt, values, nulls, &isnull, NULL,
 						 CurrentMemoryContext);
 	else
 	{
@@ -614,7 +619,7 @@ distlock_acquire(PG_FUNCTION_ARGS)
 				Oid			role;
 
 				token = wait_run(&try_acquire_stmt, values, nulls, &isnull,
-								 CurrentMemoryContext);
+								 NULL, CurrentMemoryContext);
 				if (!isnull)
 					break;
 				(void) dl_wait_take_wakeup(&role);

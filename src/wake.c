@@ -28,9 +28,10 @@
  * waiting, and then is woken, or another waiter is.  A woken waiter that
  * cannot use the wake-up hands it on to the next oldest waiter of its key:
  * when it leaves (timeout, cancel, error, disconnect) before looking again,
- * when the work was another role's that it may not act for, and when it
- * took as many jobs as it asked for (there may be more).  So one job wakes
- * one waiter, not the herd.  What no note covers (a transaction committed
+ * and when the work was another role's that it may not act for; and one
+ * that took as many jobs as it asked for wakes the next (there may be
+ * more), who hands nothing on if it finds none.  So one job wakes one
+ * waiter (two if the first asked for one job), not the herd.  What no note covers (a transaction committed
  * with PREPARE TRANSACTION, whose COMMIT PREPARED may run in another
  * backend) is found at the waiter's next look: when its wait ends, or when
  * the job it knew would be due next becomes due.

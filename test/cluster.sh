@@ -10,6 +10,7 @@
 #	cluster_stop [immediate]
 #	cluster_restart [immediate] [DOWNTIME]	same data directory and port
 #	cluster_pid_refresh			CLUSTER_PID from the pid file
+#	pgbouncer_start DIR DBNAME	PgBouncer (transaction pooling) in front
 
 # The server of the PG_CONFIG the build used (make exports it).
 PG_CONFIG=${PG_CONFIG:-pg_config}
@@ -103,4 +104,42 @@ cluster_pid_refresh()
 	[ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = postgres ] &&
 		CLUSTER_PID=$pid
 	return 0
+}
+
+# pgbouncer_start DIR DBNAME: PgBouncer in transaction pooling mode on a
+# free loopback port in front of database DBNAME of the cluster; sets
+# PGB_PORT and PGB_PID.  Stop it with kill $PGB_PID.
+pgbouncer_start()
+{
+	local d=$1 db=$2
+	mkdir -p "$d"
+	PGB_PORT=$(free_port)
+	cat >"$d/pgbouncer.ini" <<EOF
+[databases]
+$db = host=127.0.0.1 port=$PGPORT dbname=$db user=postgres
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $PGB_PORT
+unix_socket_dir =
+auth_type = trust
+auth_file = $d/userlist.txt
+pool_mode = transaction
+default_pool_size = 8
+max_client_conn = 200
+server_reset_query =
+server_login_retry = 1
+ignore_startup_parameters = extra_float_digits
+logfile = $d/pgbouncer.log
+pidfile = $d/pgbouncer.pid
+EOF
+	echo '"postgres" ""' >"$d/userlist.txt"
+	[ "$(id -u)" -eq 0 ] && chown -R postgres: "$d"
+	as_owner pgbouncer -d -q "$d/pgbouncer.ini" || return 1
+	for _ in $(seq 1 50); do
+		[ -s "$d/pgbouncer.pid" ] && break
+		sleep 0.1
+	done
+	PGB_PID=$(cat "$d/pgbouncer.pid" 2>/dev/null)
+	[ -n "$PGB_PID" ]
 }

@@ -14,8 +14,8 @@
 //	node worker.mjs MODULES_DIR CONCURRENCY
 //
 // MODULES_DIR is the node_modules of bench/graphile/install.sh; the
-// connection comes from the libpq environment (PGHOST, PGPORT, PGUSER,
-// PGDATABASE), which node-postgres reads.
+// connection string is made from the libpq environment (PGHOST, PGPORT,
+// PGUSER, PGDATABASE).
 
 import { EventEmitter } from "node:events";
 import { createRequire } from "node:module";

@@ -73,43 +73,6 @@ stop_all()
 current=
 trap 'stop_all "$current"' EXIT
 
-# pgbouncer_start DIR: PgBouncer in transaction pooling mode on a free
-# loopback port in front of the cluster; sets PGB_PORT and PGB_PID.
-pgbouncer_start()
-{
-	local d=$1
-	mkdir -p "$d"
-	PGB_PORT=$(free_port)
-	cat >"$d/pgbouncer.ini" <<EOF
-[databases]
-fault = host=127.0.0.1 port=$PGPORT dbname=fault user=postgres
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $PGB_PORT
-unix_socket_dir =
-auth_type = trust
-auth_file = $d/userlist.txt
-pool_mode = transaction
-default_pool_size = 8
-max_client_conn = 200
-server_reset_query =
-server_login_retry = 1
-ignore_startup_parameters = extra_float_digits
-logfile = $d/pgbouncer.log
-pidfile = $d/pgbouncer.pid
-EOF
-	echo '"postgres" ""' >"$d/userlist.txt"
-	[ "$(id -u)" -eq 0 ] && chown -R postgres: "$d"
-	as_owner pgbouncer -d -q "$d/pgbouncer.ini" || return 1
-	for _ in $(seq 1 50); do
-		[ -s "$d/pgbouncer.pid" ] && break
-		sleep 0.1
-	done
-	PGB_PID=$(cat "$d/pgbouncer.pid" 2>/dev/null)
-	[ -n "$PGB_PID" ]
-}
-
 rerun="SEED=$SEED"
 [ "$mode" = soak ] && rerun="$rerun SOAK=1"
 echo "# fault injection, $mode mode, seed $SEED (rerun: $rerun test/fault/run.sh)"
@@ -151,7 +114,7 @@ for s in "${scenarios[@]}"; do
 	fi
 	pool=()
 	if [ "$scenario" = pool ]; then
-		if ! pgbouncer_start "$d/pgbouncer"; then
+		if ! pgbouncer_start "$d/pgbouncer" fault; then
 			echo "not ok - $s: pgbouncer did not start"
 			stop_all "$d"
 			continue

@@ -1,0 +1,384 @@
+"""test/scripts/wait.py -- the waiting calls, against a running cluster.
+
+Run by test/scripts/wait.sh, once against a server with distlock preloaded
+(waiters woken by the committing transaction) and once without (waiters
+look again every distlock.wait_poll_interval):
+
+    wait.py preload|poll
+
+Connects with the PG* environment; prints "ok - ..." or "not ok - ..."
+lines.  Times are asserted only where the issue states a bound (a cancel
+returns within 100 ms) or with wide margins to tell "woken" from "waited
+out its wait".
+"""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+
+MODE = sys.argv[1]
+PRELOAD = MODE == "preload"
+results = []
+
+
+def check(what, got, want):
+    ok = got == want
+    print(("ok - " if ok else "not ok - ") + f"[{MODE}] {what}" +
+          ("" if ok else f": got {got!r}, expected {want!r}"), flush=True)
+    results.append(ok)
+
+
+def connect(**kw):
+    return psycopg.connect(autocommit=True, **kw)
+
+
+admin = connect()
+
+
+def one(sql, *args):
+    return admin.execute(sql, args).fetchone()[0]
+
+
+def session(ttl="60 s"):
+    return one("SELECT distlock.session_open(%s::interval)", ttl)
+
+
+def enqueue(queue, run_at=None):
+    if run_at is None:
+        return one("SELECT distlock.enqueue(%s)", queue)
+    return one("SELECT distlock.enqueue(%s, '{}', now() + %s::interval)",
+               queue, run_at)
+
+
+class Call(threading.Thread):
+    """A CALL on a connection of its own, timed; .pid is its backend."""
+
+    def __init__(self, sql, args=(), debug=False):
+        super().__init__(daemon=True)
+        self.conn = connect()
+        self.pid = self.conn.info.backend_pid
+        self.sql, self.args = sql, args
+        self.result = self.error = None
+        self.woken = 0
+        if debug:
+            self.conn.add_notice_handler(self._notice)
+            self.conn.execute("SET client_min_messages = debug1")
+        self.started = self.ended = None
+
+    def _notice(self, diag):
+        if (diag.message_primary or "").startswith("woken for jobs"):
+            self.woken += 1
+
+    def run(self):
+        self.started = time.monotonic()
+        try:
+            self.result = self.conn.execute(self.sql, self.args).fetchone()[0]
+        except psycopg.Error as e:
+            self.error = e.sqlstate
+        self.ended = time.monotonic()
+
+    def elapsed(self):
+        return self.ended - self.started
+
+    def waiting(self):
+        """Whether its backend is inside the CALL."""
+        return one("SELECT state = 'active' FROM pg_stat_activity"
+                   " WHERE pid = %s", self.pid) is True
+
+
+def claim_wait(queue, sid, wait, n=1, debug=False):
+    c = Call("CALL distlock.claim_wait(%s, %s, %s, %s::interval)",
+             (queue, sid, n, wait), debug)
+    c.start()
+    return c
+
+
+def until_waiting(calls, timeout=10):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if all(c.waiting() for c in calls):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def ids(jobs):
+    return [j["id"] for j in jobs] if jobs is not None else None
+
+
+admin.execute("CREATE EXTENSION IF NOT EXISTS distlock")
+sid = session()
+
+# Work already there: claimed at once, without waiting.
+job = enqueue("now")
+c = claim_wait("now", sid, "30 s")
+c.join()
+check("a waiting claim takes a job that is there", ids(c.result), [job])
+check("... without waiting for its wait to end", c.elapsed() < 10, True)
+
+# Nothing there: the enqueue's commit (or the next look) wakes the waiter.
+c = claim_wait("later", sid, "30 s")
+until_waiting([c])
+time.sleep(0.3)
+job = enqueue("later")
+c.join()
+check("a waiting claim gets the job enqueued while it waits", ids(c.result),
+      [job])
+check("... long before its wait ends", c.elapsed() < 10, True)
+
+# Nothing comes: an empty array once the wait is over.
+c = claim_wait("never", sid, "1 s")
+c.join()
+check("a wait with nothing to claim returns an empty array", c.result, [])
+check("... once the wait is over", c.elapsed() >= 0.95, True)
+
+# A job that becomes due while the claim waits.
+job = enqueue("due", "1.5 s")
+c = claim_wait("due", sid, "30 s")
+c.join()
+check("a waiting claim gets a job when it becomes due", ids(c.result), [job])
+check("... not before", c.elapsed() >= 1.0, True)
+check("... and long before its wait ends", c.elapsed() < 10, True)
+
+# complete_and_claim_wait: the acknowledgement, then a wait in its queue.
+first = enqueue("cc")
+one("SELECT count(*) FROM distlock.claim('cc', %s)", sid)
+c = Call("CALL distlock.complete_and_claim_wait(%s, %s, '{\"ok\": 1}',"
+         " 1, '30 s')", (first, sid))
+c.start()
+until_waiting([c])
+time.sleep(0.3)
+check("complete_and_claim_wait committed its acknowledgement before waiting",
+      one("SELECT status::text FROM distlock.jobs WHERE id = %s", first),
+      "completed")
+job = enqueue("cc")
+c.join()
+check("... and claims the next job of the queue", ids(c.result), [job])
+
+# While it sleeps: no snapshot, no xid, no lock but its own virtual xid.
+c = claim_wait("idle", sid, "60 s")
+until_waiting([c])
+time.sleep(0.2)
+row = admin.execute("SELECT backend_xmin, backend_xid, wait_event_type"
+                    " FROM pg_stat_activity WHERE pid = %s",
+                    (c.pid,)).fetchone()
+check("a waiting backend has no backend_xmin", row[0], None)
+check("... and no transaction id", row[1], None)
+check("... and sleeps on its latch", row[2], "Extension")
+check("... and holds no lock but its virtual transaction id",
+      one("SELECT array_agg(locktype::text) FROM pg_locks WHERE pid = %s",
+          c.pid), ["virtualxid"])
+
+# It costs no CPU while it sleeps.
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+before = cpu_seconds(c.pid)
+time.sleep(5)
+used = cpu_seconds(c.pid) - before
+print(f"# [{MODE}] CPU time of a waiting backend over 5 s: {used:.3f} s")
+# preloaded it only sleeps; polling looks 50 times a second
+check("a waiting backend uses next to no CPU over 5 s",
+      used <= (0.05 if PRELOAD else 0.5), True)
+
+# pg_cancel_backend ends the wait at once.
+t0 = time.monotonic()
+admin.execute("SELECT pg_cancel_backend(%s)", (c.pid,))
+c.join()
+check("a cancelled wait fails with 57014", c.error, "57014")
+print(f"# [{MODE}] cancel to return: {(c.ended - t0) * 1000:.1f} ms")
+check("... within 100 ms", c.ended - t0 < 0.1, True)
+
+# statement_timeout too.
+c = Call("CALL distlock.claim_wait(%s, %s, 1, '60 s')", ("idle", sid))
+c.conn.execute("SET statement_timeout = '300ms'")
+c.start()
+c.join()
+check("a statement timeout ends the wait with 57014", c.error, "57014")
+check("... when it expires", 0.25 <= c.elapsed() < 5, True)
+
+# A client that goes away: its backend ends, without waiting out the wait.
+env = dict(os.environ, PGAPPNAME="distlock-wait-gone")
+psql = subprocess.Popen(["psql", "-X", "-q", "-c",
+                         f"CALL distlock.claim_wait('idle', '{sid}', 1,"
+                         " '60 s')"], env=env, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL)
+pid = None
+for _ in range(200):
+    pid = one("SELECT max(pid) FROM pg_stat_activity"
+              " WHERE application_name = 'distlock-wait-gone'"
+              " AND state = 'active'")
+    if pid:
+        break
+    time.sleep(0.02)
+psql.kill()
+psql.wait()
+t0 = time.monotonic()
+gone = False
+while time.monotonic() - t0 < 5:
+    if not one("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", pid):
+        gone = True
+        break
+    time.sleep(0.02)
+check("the backend of a client that went away ends its wait", gone, True)
+print(f"# [{MODE}] client gone to backend gone: "
+      f"{(time.monotonic() - t0) * 1000:.0f} ms")
+
+# Inside a transaction block a waiting call cannot commit: it refuses to
+# wait, and works with wait => '0'.
+with connect() as conn:
+    conn.execute("BEGIN")
+    try:
+        conn.execute("CALL distlock.claim_wait('idle', %s, 1, '1 s')", (sid,))
+        state = None
+    except psycopg.Error as e:
+        state = e.sqlstate
+    check("claim_wait inside a transaction block raises 25001", state,
+          "25001")
+    conn.execute("ROLLBACK")
+    conn.execute("BEGIN")
+    job = enqueue("inside")
+    got = conn.execute("CALL distlock.claim_wait('inside', %s, 1, '0')",
+                       (sid,)).fetchone()[0]
+    check("... and claims without waiting with wait => '0'", ids(got), [job])
+    conn.execute("COMMIT")
+
+# 16 waiters, 1 job: 1 claim, the others go on waiting.
+waiters = [claim_wait("herd", sid, "6 s", debug=True) for _ in range(16)]
+until_waiting(waiters)
+time.sleep(0.5)
+job = enqueue("herd")
+time.sleep(1.0)
+done = [w for w in waiters if not w.is_alive()]
+check("16 waiters and 1 job: one claims it", [ids(w.result) for w in done],
+      [[job]])
+check("... and the other 15 keep waiting",
+      sum(1 for w in waiters if w.is_alive() and w.waiting()), 15)
+for w in waiters:
+    w.join()
+check("... until their wait ends, with nothing",
+      sorted(len(w.result) for w in waiters), [0] * 15 + [1])
+if PRELOAD:
+    woken = sum(w.woken for w in waiters)
+    print(f"# [{MODE}] waiters woken by one job: {woken}")
+    # the one that took the job asked for one, so it hands on to the next
+    check("... and one job woke at most two of them", 1 <= woken <= 2, True)
+
+# A session reaped: its job goes back to the queue and wakes a waiter.
+short = session("1 s")
+job = enqueue("reaped")
+one("SELECT count(*) FROM distlock.claim('reaped', %s)", short)
+c = claim_wait("reaped", sid, "30 s")
+if not PRELOAD:
+    # nobody reaps in the background: a caller does
+    time.sleep(1.5)
+    one("SELECT distlock.reap()")
+c.join()
+check("a job handed back from an expired session reaches a waiting claim",
+      ids(c.result), [job])
+check("... long before the wait ends", c.elapsed() < 10, True)
+
+#
+# acquire(): the waiting try_acquire().
+#
+holder = one("SELECT distlock.try_acquire('fifo', 'holder', '60 s')")
+order = []
+
+
+class Acquirer(threading.Thread):
+    def __init__(self, i):
+        super().__init__(daemon=True)
+        self.i = i
+        self.conn = connect()
+        self.token = None
+
+    def run(self):
+        self.token = self.conn.execute(
+            "CALL distlock.acquire('fifo', %s, '60 s', wait => '30 s')",
+            (f"w{self.i}",)).fetchone()[0]
+        order.append(self.i)
+        time.sleep(0.05)
+        self.conn.execute("SELECT distlock.release('fifo', %s)",
+                          (f"w{self.i}",))
+
+
+acquirers = []
+for i in range(5):
+    a = Acquirer(i)
+    a.start()
+    acquirers.append(a)
+    time.sleep(0.15)           # each joins the line after the one before
+time.sleep(0.3)
+one("SELECT distlock.release('fifo', 'holder')")
+for a in acquirers:
+    a.join(30)
+check("waiting acquirers get a released lock in the order they came",
+      order, [0, 1, 2, 3, 4])
+tokens = [a.token for a in acquirers]
+check("... each with a larger token", tokens == sorted(tokens) and
+      len(set(tokens)) == 5 and tokens[0] > holder, True)
+
+one("SELECT distlock.try_acquire('expiring', 'holder', '1 s')")
+c = Call("CALL distlock.acquire('expiring', 'waiter', wait => '30 s')")
+c.start()
+c.join()
+check("a waiting acquire gets a lease when it expires",
+      c.result is not None, True)
+check("... not before", 0.5 <= c.elapsed() < 10, True)
+
+one("SELECT distlock.try_acquire('kept', 'holder', '60 s')")
+c = Call("CALL distlock.acquire('kept', 'waiter', wait => '1 s')")
+c.start()
+c.join()
+check("a waiting acquire whose wait ends returns NULL", c.result, None)
+check("... once the wait is over", c.elapsed() >= 0.95, True)
+
+bound = session()
+one("SELECT distlock.try_acquire('bound', 'holder', '60 s', %s)", bound)
+c = Call("CALL distlock.acquire('bound', 'waiter', wait => '30 s')")
+c.start()
+until_waiting([c])
+time.sleep(0.3)
+one("SELECT distlock.session_close(%s)", bound)
+c.join()
+check("a lease freed by its session's close reaches a waiting acquire",
+      c.result is not None and c.elapsed() < 10, True)
+
+with connect() as conn:
+    conn.execute("BEGIN")
+    try:
+        conn.execute("CALL distlock.acquire('kept', 'w', wait => '1 s')")
+        state = None
+    except psycopg.Error as e:
+        state = e.sqlstate
+    check("acquire inside a transaction block raises 25001", state, "25001")
+    conn.execute("ROLLBACK")
+    got = conn.execute("CALL distlock.acquire('free-now', 'w', wait => '0')"
+                       ).fetchone()[0]
+    check("... and wait => '0' is try_acquire()", got is not None, True)
+
+# A cancelled acquirer leaves the line: the next one is served.
+one("SELECT distlock.try_acquire('line', 'holder', '60 s')")
+first = Call("CALL distlock.acquire('line', 'a', wait => '30 s')")
+first.start()
+until_waiting([first])
+time.sleep(0.2)
+second = Call("CALL distlock.acquire('line', 'b', wait => '30 s')")
+second.start()
+until_waiting([second])
+time.sleep(0.2)
+admin.execute("SELECT pg_cancel_backend(%s)", (first.pid,))
+first.join()
+one("SELECT distlock.release('line', 'holder')")
+second.join()
+check("a cancelled acquirer leaves the line to the next",
+      (first.error, second.result is not None), ("57014", True))
+
+sys.exit(0 if all(results) else 1)

@@ -1,0 +1,39 @@
+#!/bin/bash
+# test/scripts/wait.sh -- the calls that wait in the server (claim_wait,
+# complete_and_claim_wait, acquire), on a server where distlock is
+# preloaded (waiters are woken by the committing transaction) and on one
+# where it is not (they look again every distlock.wait_poll_interval);
+# the cases are in wait.py.  Then a waiting claim through PgBouncer in
+# transaction pooling mode.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+
+py=/usr/bin/python3		# Debian's, which has psycopg
+
+test_cluster_start wait-preload "shared_preload_libraries = 'distlock'"
+$py "$top/test/scripts/wait.py" preload || true
+cluster_stop
+rm -rf "$dir"
+
+test_cluster_start wait-poll
+$py "$top/test/scripts/wait.py" poll || true
+
+# Through PgBouncer in transaction mode: the CALL is one transaction to
+# the pooler, and its server connection is the waiter's until it returns.
+createdb pooled
+psql -d pooled -c "CREATE EXTENSION distlock"
+stop_pgbouncer()
+{
+	kill "$PGB_PID" 2>/dev/null || true
+}
+test_on_exit=stop_pgbouncer
+pgbouncer_start "$dir/pgbouncer" pooled
+sid=$(psql -d pooled -At -c "SELECT distlock.session_open()")
+start=$SECONDS
+( sleep 0.5; psql -d pooled -c "SELECT distlock.enqueue('pooled')" >/dev/null ) &
+got=$(psql -h 127.0.0.1 -p "$PGB_PORT" -d pooled -At \
+	-c "CALL distlock.claim_wait('pooled', '$sid', 1, '30 s')")
+wait
+elapsed=$((SECONDS - start < 10))
+check "a waiting claim through PgBouncer in transaction mode gets its job" \
+	"$(echo "$got" | grep -c '"queue": "pooled"')/$elapsed" "1/1"
