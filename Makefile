@@ -65,7 +65,8 @@ ISOLATION = \
 	reap_skips_held \
 	close_foreign \
 	close_rr \
-	refused_heartbeat
+	refused_heartbeat \
+	maintain_skips_held
 
 REGRESS_OPTS = --inputdir=test
 ISOLATION_OPTS = --inputdir=test

@@ -69,11 +69,12 @@ COMMENT ON PROCEDURE distlock.acquire(text, text, interval, uuid, interval, inte
 CREATE INDEX jobs_finished_idx ON distlock.jobs (finished_at)
 	WHERE status OPERATOR(pg_catalog.>) 'running'::distlock.job_status;
 
-CREATE FUNCTION distlock.maintain(OUT reaped integer,
+CREATE FUNCTION distlock.maintain(prune_locks boolean DEFAULT true,
+								  OUT reaped integer,
 								  OUT jobs_pruned integer,
 								  OUT locks_pruned integer)
 RETURNS record
 AS 'MODULE_PATHNAME', 'distlock_maintain'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-COMMENT ON FUNCTION distlock.maintain() IS
-	'reap expired sessions, and delete up to 1000 finished jobs and 1000 free lock rows past their retention; returns the numbers';
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION distlock.maintain(boolean) IS
+	'reap expired sessions, and delete up to 1000 finished jobs and (with prune_locks) 1000 free lock rows past their retention; returns the numbers';

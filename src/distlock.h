@@ -126,6 +126,9 @@
 #define DISTLOCK_TAG_BEAT			0x4402
 #define DISTLOCK_TAG_LINE			0x4403
 
+/* maintain() deletes at most this many rows of each table per pass. */
+#define DISTLOCK_PRUNE_BATCH		1000
+
 /* reap() works through expired sessions in batches of this many. */
 #define DISTLOCK_REAP_BATCH			100
 

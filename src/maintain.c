@@ -27,8 +27,8 @@
  * or not the row is there.  A row is kept while its minimum hold lasts.
  * Lock rows have no index to find the free ones by (one would cost every
  * grant and release its HOT update), so they are found by a scan of the
- * table, done at most once per DISTLOCK_LOCK_PRUNE_EVERY in a backend
- * unless the last one came back full.
+ * table; the background worker asks for it only once a minute, unless
+ * the last one came back full (maintain(prune_locks => false) otherwise).
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -48,17 +48,10 @@
 
 PG_FUNCTION_INFO_V1(distlock_maintain);
 
-/* Rows of each table one pass deletes at most. */
-#define DISTLOCK_PRUNE_BATCH		1000
-
-/* How often a backend scans distlock.locks for free rows. */
-#define DISTLOCK_LOCK_PRUNE_EVERY	(60 * USECS_PER_SEC)
 
 /* distlock.job_retention, distlock.lock_retention: see distlock.c */
 int			dl_job_retention = 86400;
 int			dl_lock_retention = 86400;
-
-static TimestampTz locks_pruned_at = 0;
 
 /* Finished jobs that finished before $1, oldest first. */
 static DistlockStmt prune_jobs_stmt = {
@@ -100,14 +93,14 @@ maintain_prune(DistlockStmt *stmt, TimestampTz cutoff, TimestampTz now)
 }
 
 /*
- * maintain(OUT reaped integer, OUT jobs_pruned integer,
- *			OUT locks_pruned integer) RETURNS record
+ * maintain(prune_locks boolean DEFAULT true, OUT reaped integer,
+ *			OUT jobs_pruned integer, OUT locks_pruned integer) RETURNS record
  *
  * One pass: reap every expired session not in use, delete up to
  * DISTLOCK_PRUNE_BATCH finished jobs that finished more than
- * distlock.job_retention ago and as many lock rows free for more than
- * distlock.lock_retention (-1: keep them).  Returns the numbers; a full
- * batch means there is more to do.
+ * distlock.job_retention ago and, with prune_locks, as many lock rows free
+ * for more than distlock.lock_retention (-1: keep them).  Returns the
+ * numbers; a full batch means there is more to do.
  */
 Datum
 distlock_maintain(PG_FUNCTION_ARGS)
@@ -117,7 +110,10 @@ distlock_maintain(PG_FUNCTION_ARGS)
 	Datum		values[3] = {0};
 	bool		nulls[3] = {false, false, false};
 	TimestampTz now;
+	bool		prune_locks;
 
+	dl_arg_not_null(fcinfo, 0, "prune_locks");
+	prune_locks = PG_GETARG_BOOL(0);
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
@@ -128,17 +124,10 @@ distlock_maintain(PG_FUNCTION_ARGS)
 							  maintain_prune(&prune_jobs_stmt,
 											 now - dl_job_retention * USECS_PER_SEC,
 											 now));
-	if (dl_lock_retention >= 0 &&
-		now - locks_pruned_at >= DISTLOCK_LOCK_PRUNE_EVERY)
-	{
-		int			n = maintain_prune(&prune_locks_stmt,
-									   now - dl_lock_retention * USECS_PER_SEC,
-									   now);
-
-		values[2] = Int32GetDatum(n);
-		/* a full batch: look again at the next pass */
-		locks_pruned_at = n == DISTLOCK_PRUNE_BATCH ? 0 : now;
-	}
+	if (dl_lock_retention >= 0 && prune_locks)
+		values[2] = Int32GetDatum(maintain_prune(&prune_locks_stmt,
+												 now - dl_lock_retention * USECS_PER_SEC,
+												 now));
 	dl_leave(&call);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc),

@@ -540,12 +540,18 @@ maintenance_installed(void)
 
 	if (!OidIsValid(get_extension_oid("distlock", true)))
 		return false;
-	if (SPI_execute("SELECT pg_catalog.to_regprocedure('distlock.maintain()')"
+	if (SPI_execute("SELECT pg_catalog.to_regprocedure('distlock.maintain(boolean)')"
 					" IS NOT NULL", true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "SPI_execute failed");
 	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 									  SPI_tuptable->tupdesc, 1, &isnull));
 }
+
+/* When this worker last had maintain() scan distlock.locks. */
+static TimestampTz locks_pruned_at = 0;
+
+/* How often a worker has distlock.locks scanned for free rows. */
+#define DISTLOCK_LOCK_PRUNE_EVERY	(60 * USECS_PER_SEC)
 
 /*
  * One pass of maintain() in a transaction of its own; returns whether it
@@ -555,6 +561,8 @@ static int
 maintenance_pass(void)
 {
 	int			more = -1;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		prune_locks = now - locks_pruned_at >= DISTLOCK_LOCK_PRUNE_EVERY;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -566,12 +574,22 @@ maintenance_pass(void)
 	if (maintenance_installed())
 	{
 		bool		isnull;
+		int			jobs;
+		int			locks;
 
-		if (SPI_execute("SELECT jobs_pruned >= 1000 OR locks_pruned >= 1000"
-						" FROM distlock.maintain()", false, 1) != SPI_OK_SELECT)
+		if (SPI_execute(prune_locks ?
+						"SELECT jobs_pruned, locks_pruned FROM distlock.maintain()" :
+						"SELECT jobs_pruned, locks_pruned FROM distlock.maintain(false)",
+						false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "SPI_execute failed");
-		more = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-										  SPI_tuptable->tupdesc, 1, &isnull));
+		jobs = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+										   SPI_tuptable->tupdesc, 1, &isnull));
+		locks = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+											SPI_tuptable->tupdesc, 2, &isnull));
+		/* a full batch of locks: scan again at the next pass */
+		if (prune_locks)
+			locks_pruned_at = locks >= DISTLOCK_PRUNE_BATCH ? 0 : now;
+		more = jobs >= DISTLOCK_PRUNE_BATCH || locks >= DISTLOCK_PRUNE_BATCH;
 	}
 
 	SPI_finish();
@@ -604,6 +622,7 @@ distlock_maintenance_main(Datum arg)
 	Oid			dbid = DatumGetObjectId(arg);
 	WorkerDb   *slot;
 	bool		absent = false;
+	char	   *dbname;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -624,6 +643,10 @@ distlock_maintenance_main(Datum arg)
 
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	pgstat_report_appname("distlock maintenance");
+	StartTransactionCommand();
+	dbname = MemoryContextStrdup(TopMemoryContext,
+								 get_database_name(MyDatabaseId));
+	CommitTransactionCommand();
 
 	for (;;)
 	{
@@ -635,7 +658,8 @@ distlock_maintenance_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
-		if (dl_maintenance_naptime <= 0)
+		/* the settings may have stopped the workers, or this one */
+		if (dl_maintenance_naptime <= 0 || !launcher_serves(dbname))
 			break;
 		more = maintenance_pass();
 		if (more < 0)

@@ -34,6 +34,8 @@ scripts=(
 	test/scripts/readme_snippets.sh
 	test/scripts/throttle_bound.sh
 	test/scripts/token_crash.sh
+	test/scripts/wait.sh
+	test/scripts/maintenance.sh
 	test/fault/run.sh
 )
 # SCRIPTS="..." runs only those script tests ("" none), for a quicker loop.
