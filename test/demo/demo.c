@@ -16,7 +16,11 @@
  *	  rather than renewing it, so that leadership changes hands;
  *	- it drains the queue with claim(), and acknowledges each job with
  *	  complete() in the same transaction that records the job's effect, so
- *	  an effect exists exactly when the acknowledgement was accepted.
+ *	  an effect exists exactly when the acknowledgement was accepted; when
+ *	  claim() finds nothing (others hold the last jobs, or a dead session
+ *	  does until it expires) it waits in the server with claim_wait()
+ *	  until jobs come back or its next turn at the lease, instead of
+ *	  polling.
  *
  * When about a third of the jobs are done, the parent stops the worker that
  * holds the most claimed jobs and kills it with SIGKILL: no session_close,
@@ -60,7 +64,7 @@
 #define MAX_WORKERS		32
 #define UUID_LEN		37		/* 36 characters and a terminator */
 #define LEASE_TRY_MS	1000	/* how often a worker competes for the lease */
-#define IDLE_POLL_MS	100		/* claim retry while others hold the last jobs */
+#define IDLE_WAIT_MS	100		/* shortest wait in the server for more jobs */
 
 /* Command-line settings, shared by the parent and the workers. */
 typedef struct DemoOptions
@@ -563,6 +567,51 @@ worker_queue_drained(PGconn *conn, const DemoOptions *opt)
 	return drained;
 }
 
+/*
+ * What records the claimed jobs of CTE c for the worker of parameter
+ * worker and returns their ids and n.
+ */
+#define CLAIM_RECORD(worker) \
+	" INSERT INTO distlock_demo.demo_claims AS dc" \
+	" (job_id, worker, session_id, attempt, claimed_at)" \
+	" SELECT id, " worker "::int, session_id, attempts, claimed_at" \
+	"  FROM c" \
+	" RETURNING dc.job_id," \
+	"  (SELECT (c.payload->>'n')::bigint FROM c WHERE c.id = dc.job_id)"
+
+/*
+ * Wait in the server, until the next turn at the lease at the latest, for
+ * jobs to claim; record those claimed as the claim statement does, and
+ * return the same result (or the error).
+ */
+static PGresult *
+worker_claim_wait(PGconn *conn, const DemoOptions *opt, const char *sid,
+				  const char *batch, const char *idx, double until)
+{
+	char		wait[32];
+	char	   *jobs;
+	PGresult   *res;
+	int			ms = (int) ((until - now_s()) * 1000);
+
+	snprintf(wait, sizeof(wait), "%d ms", ms > IDLE_WAIT_MS ? ms : IDLE_WAIT_MS);
+	res = exec_params(conn,
+					  "CALL distlock.claim_wait($1, $2::uuid, $3::int, $4::interval)",
+					  4, (const char *[]) {opt->queue, sid, batch, wait});
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		return res;
+	jobs = strdup(PQgetvalue(res, 0, 0));
+	if (jobs == NULL)
+		die("out of memory");
+	PQclear(res);
+	res = exec_params(conn,
+					  "WITH c AS (SELECT * FROM"
+					  " jsonb_populate_recordset(NULL::distlock.jobs, $1::jsonb))"
+					  CLAIM_RECORD("$2"),
+					  2, (const char *[]) {jobs, idx});
+	free(jobs);
+	return res;
+}
+
 static int
 worker_main(const DemoOptions *opt, int index)
 {
@@ -575,6 +624,7 @@ worker_main(const DemoOptions *opt, int index)
 	char		batch[16];
 	double		next_lease_try;
 	double		lease_until = 0;
+	bool		idle = false;
 	PGresult   *res;
 
 	snprintf(owner, sizeof(owner), "w%d:%d", index, (int) getpid());
@@ -611,17 +661,18 @@ worker_main(const DemoOptions *opt, int index)
 		 * Claim a batch and record the claim in the same statement, so that
 		 * the summary can tell who held each job and on which attempt.
 		 * claim() also reaps expired sessions it meets, which is how a dead
-		 * worker's jobs come back.
+		 * worker's jobs come back.  After a claim that found nothing, wait
+		 * in the server for jobs, until the next turn at the lease; the
+		 * jobs the wait claimed are recorded just after.
 		 */
-		res = exec_params(conn,
-						  "WITH c AS (SELECT * FROM distlock.claim($1, $2::uuid, $3::int))"
-						  " INSERT INTO distlock_demo.demo_claims AS dc"
-						  " (job_id, worker, session_id, attempt, claimed_at)"
-						  " SELECT id, $4::int, session_id, attempts, claimed_at"
-						  "  FROM c"
-						  " RETURNING dc.job_id,"
-						  "  (SELECT (c.payload->>'n')::bigint FROM c WHERE c.id = dc.job_id)",
-						  4, (const char *[]) {opt->queue, sid, batch, idx});
+		if (idle)
+			res = worker_claim_wait(conn, opt, sid, batch, idx,
+									next_lease_try);
+		else
+			res = exec_params(conn,
+							  "WITH c AS (SELECT * FROM distlock.claim($1, $2::uuid, $3::int))"
+							  CLAIM_RECORD("$4"),
+							  4, (const char *[]) {opt->queue, sid, batch, idx});
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 		{
 			if (is_session_gone(res))
@@ -680,13 +731,9 @@ worker_main(const DemoOptions *opt, int index)
 		free(jobs);
 		free(ns);
 
-		if (njobs == 0)
-		{
-			if (worker_queue_drained(conn, opt))
-				break;
-			/* Others hold the last jobs, or a dead session does until it expires. */
-			sleep_ms(IDLE_POLL_MS);
-		}
+		idle = njobs == 0;
+		if (idle && worker_queue_drained(conn, opt))
+			break;
 	}
 
 	pthread_mutex_lock(&hb.mutex);
