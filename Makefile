@@ -41,7 +41,8 @@ REGRESS = \
 	tokens \
 	session_locks \
 	direct_fallback \
-	queue_paths
+	queue_paths \
+	wait
 
 # Isolation specs (test/specs, expected/).
 ISOLATION = \

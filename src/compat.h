@@ -11,7 +11,8 @@
  *	- 16: table_tuple_update() reports which indexes need new entries as
  *	  TU_UpdateIndexes rather than a bool, and ExecInsertIndexTuples() takes
  *	  onlySummarizing; the columns an UPDATE changes moved from the range
- *	  table entry to its RTEPermissionInfo.
+ *	  table entry to its RTEPermissionInfo; ownership checks are
+ *	  object_ownercheck().
  *	- 17: LockHeldByMe() can also accept a stronger mode; a backend's
  *	  PGPROC number is MyProcNumber; the DSM registry gives shared memory
  *	  to a library that was not preloaded.
@@ -34,6 +35,8 @@
 #include "nodes/bitmapset.h"
 #include "nodes/makefuncs.h"
 #include "nodes/parsenodes.h"
+#include "catalog/pg_database.h"
+#include "miscadmin.h"
 #include "storage/lock.h"
 #include "storage/proc.h"
 #if PG_VERSION_NUM >= 170000
@@ -98,6 +101,15 @@ dl_init_update_range_table(EState *estate, RangeTblEntry *rte,
 #define dl_lock_held_by_me(tag, mode)	LockHeldByMe((tag), (mode), false)
 #else
 #define dl_lock_held_by_me(tag, mode)	LockHeldByMe((tag), (mode))
+#endif
+
+/* Whether the current user is a superuser or owns database dbid. */
+#if PG_VERSION_NUM >= 160000
+#define dl_database_owner(dbid) \
+	(superuser() || object_ownercheck(DatabaseRelationId, (dbid), GetUserId()))
+#else
+#define dl_database_owner(dbid) \
+	(superuser() || pg_database_ownercheck((dbid), GetUserId()))
 #endif
 
 /*

@@ -35,6 +35,16 @@ PGDLLEXPORT void _PG_init(void);
 /* distlock.direct_path: see its description below */
 bool		dl_direct_path = true;
 
+/* Whether distlock was loaded by shared_preload_libraries. */
+static bool dl_preloaded = false;
+
+/* Whether the background workers reap and prune (worker.c). */
+bool
+dl_background_maintenance(void)
+{
+	return dl_preloaded && dl_maintenance_naptime > 0;
+}
+
 /*
  * Module load callback: define the settings, and reserve the prefix so that
  * a misspelt "distlock.*" setting is an error instead of a silent
@@ -117,6 +127,7 @@ _PG_init(void)
 
 	if (process_shared_preload_libraries_in_progress)
 	{
+		dl_preloaded = true;
 		dl_wake_preload();
 		dl_worker_preload();
 	}

@@ -192,6 +192,7 @@ extern const DistlockCatalog *dl_catalog(void);
 
 /* distlock.c */
 extern bool dl_direct_path;
+extern bool dl_background_maintenance(void);
 
 /* exec.c */
 extern void dl_enter(DistlockCall *call, const char *fname, bool writes);
@@ -295,14 +296,16 @@ typedef enum DistlockWaitKind
 extern int	dl_wait_poll_interval;
 extern void dl_wake_preload(void);
 extern bool dl_wake_available(void);
-extern void dl_wait_begin(DistlockWaitKind kind, uint32 key);
-extern void dl_wait_also(uint32 session_key);
+extern void dl_wait_begin(DistlockWaitKind kind, uint64 key);
+extern void dl_wait_also(uint64 session_key);
 extern bool dl_wait_take_wakeup(Oid *role);
 extern void dl_wait_pass_on(Oid role);
 extern void dl_wait_end(void);
 extern void dl_wait_sleep(TimestampTz until);
-extern void dl_wake_at_commit(DistlockWaitKind kind, uint32 key, Oid role,
-							  int64 count);
+extern void dl_wake_at_end(DistlockWaitKind kind, uint64 key, Oid role,
+						   int64 count, bool at_abort);
+#define dl_wake_at_commit(kind, key, role, count) \
+	dl_wake_at_end((kind), (key), (role), (count), false)
 
 /* queue.c: what a statement giving jobs back to pending returns */
 #define DL_JOBS_BACK_RETURNING	"queue, status, created_by"
@@ -318,6 +321,6 @@ extern char *dl_maintenance_databases;
 extern void dl_worker_preload(void);
 
 /* wait.c */
-extern uint32 dl_wait_key(Datum value, bool is_uuid);
+extern uint64 dl_wait_key(Datum value, bool is_uuid);
 
 #endif							/* DISTLOCK_H */

@@ -25,6 +25,9 @@
  * the one sequence, so it is still larger than every token handed out
  * before, and fence() refuses a stale token with the same error whether
  * or not the row is there.  A row is kept while its minimum hold lasts.
+ * One thing only ends with the row: the owner of a lease that expired
+ * (and was not taken since) can renew it with its token until then, and
+ * must acquire it again after.
  * Lock rows have no index to find the free ones by (one would cost every
  * grant and release its HOT update), so they are found by a scan of the
  * table; the background worker asks for it only once a minute, unless
@@ -64,8 +67,10 @@ static DistlockStmt prune_jobs_stmt = {
 
 /*
  * Lock rows free since before $1 and off hold: released, expired, or bound
- * to a session that is gone or expired (renewed_at, the last grant or
- * renewal, then bounds when the session's lease last moved).
+ * to a session whose row is gone (reaped or closed, which only happens
+ * once it has ended: a session row that is there, even expired, may still
+ * be judged live by a heartbeat in flight, session.c).  renewed_at, the
+ * release or the last grant or renewal, bounds when the lease last moved.
  */
 static DistlockStmt prune_locks_stmt = {
 	"DELETE FROM distlock.locks WHERE name = ANY (ARRAY("
@@ -75,20 +80,19 @@ static DistlockStmt prune_locks_stmt = {
 	"  OR expires_at < $1"
 	"  OR session_id IS NOT NULL AND renewed_at < $1"
 	"   AND NOT EXISTS (SELECT 1 FROM distlock.sessions s"
-	"    WHERE s.id = l.session_id AND s.expires_at > $3))"
+	"    WHERE s.id = l.session_id))"
 	" LIMIT $2 FOR UPDATE SKIP LOCKED))",
-	3, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID}
+	2, {TIMESTAMPTZOID, INT4OID}
 };
 
 /* Delete with stmt up to DISTLOCK_PRUNE_BATCH rows older than cutoff. */
 static int
-maintain_prune(DistlockStmt *stmt, TimestampTz cutoff, TimestampTz now)
+maintain_prune(DistlockStmt *stmt, TimestampTz cutoff)
 {
-	Datum		values[3];
+	Datum		values[2];
 
 	values[0] = TimestampTzGetDatum(cutoff);
 	values[1] = Int32GetDatum(DISTLOCK_PRUNE_BATCH);
-	values[2] = TimestampTzGetDatum(now);
 	return (int) dl_exec(stmt, values, NULL, 0);
 }
 
@@ -122,12 +126,10 @@ distlock_maintain(PG_FUNCTION_ARGS)
 	now = GetCurrentTimestamp();
 	values[1] = Int32GetDatum(dl_job_retention < 0 ? 0 :
 							  maintain_prune(&prune_jobs_stmt,
-											 now - dl_job_retention * USECS_PER_SEC,
-											 now));
+											 now - dl_job_retention * USECS_PER_SEC));
 	if (dl_lock_retention >= 0 && prune_locks)
 		values[2] = Int32GetDatum(maintain_prune(&prune_locks_stmt,
-												 now - dl_lock_retention * USECS_PER_SEC,
-												 now));
+												 now - dl_lock_retention * USECS_PER_SEC));
 	dl_leave(&call);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc),

@@ -468,19 +468,23 @@ queue_claim(DistlockCall *call, FunctionCallInfo fcinfo, Datum queue,
 		dl_reap_expired(now, DISTLOCK_REAP_BATCH);
 	if (expires <= now)
 		return;
-	if (queue_claim_direct(call, queue, session_id, max_jobs, now,
-						rsinfo->setResult, &n))
-		return;
-
-	values[0] = queue;
-	values[1] = session_id;
-	values[2] = TimestampTzGetDatum(now);
-	values[3] = Int32GetDatum(max_jobs);
-	values[4] = ObjectIdGetDatum(call->caller);
-	n = dl_exec(max_jobs == 1 ? &claim_one_stmt : &claim_stmt,
-				values, NULL, 0);
-	for (uint64 i = 0; i < n; i++)
-		queue_put_job(rsinfo, SPI_tuptable->vals[i], SPI_tuptable->tupdesc);
+	if (!queue_claim_direct(call, queue, session_id, max_jobs, now,
+							rsinfo->setResult, &n))
+	{
+		values[0] = queue;
+		values[1] = session_id;
+		values[2] = TimestampTzGetDatum(now);
+		values[3] = Int32GetDatum(max_jobs);
+		values[4] = ObjectIdGetDatum(call->caller);
+		n = dl_exec(max_jobs == 1 ? &claim_one_stmt : &claim_stmt,
+					values, NULL, 0);
+		for (uint64 i = 0; i < n; i++)
+			queue_put_job(rsinfo, SPI_tuptable->vals[i],
+						  SPI_tuptable->tupdesc);
+	}
+	/* should the claim roll back, its jobs are for the queue's waiters */
+	dl_wake_at_end(DL_WAIT_QUEUE, dl_wait_key(queue, false), InvalidOid, n,
+				   true);
 }
 
 /*

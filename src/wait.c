@@ -41,6 +41,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "funcapi.h"
@@ -55,11 +56,19 @@
 #include "utils/memutils.h"
 #include "utils/uuid.h"
 
+#include "compat.h"
 #include "distlock.h"
 
 PG_FUNCTION_INFO_V1(distlock_claim_wait);
 PG_FUNCTION_INFO_V1(distlock_complete_and_claim_wait);
 PG_FUNCTION_INFO_V1(distlock_acquire);
+
+/*
+ * Without the background worker, a waiting claim looks at least this often:
+ * a dead session's jobs come back when somebody reaps it, which may be
+ * only a waiter's own look.
+ */
+#define DISTLOCK_WAIT_RECHECK_USECS	(5 * USECS_PER_SEC)
 
 /* What the waiting calls run through SPI, as the caller. */
 typedef struct WaitStmt
@@ -109,6 +118,23 @@ static DistlockStmt job_queue_stmt = {
 	1, {INT8OID}
 };
 
+/* A session's expiry and ttl. */
+static DistlockStmt session_ttl_stmt = {
+	"SELECT expires_at, ttl FROM distlock.sessions WHERE id = $1",
+	1, {UUIDOID}
+};
+
+static WaitStmt heartbeat_stmt = {
+	"SELECT distlock.heartbeat($1)",
+	1, {UUIDOID}
+};
+
+/* Who holds lock $1 now, as committed. */
+static DistlockStmt lease_owner_stmt = {
+	"SELECT owner FROM distlock.locks WHERE name = $1",
+	1, {TEXTOID}
+};
+
 /* What keeps lock $1 from others, if its holder does nothing. */
 static DistlockStmt lease_hold_stmt = {
 	"SELECT l.owner, l.session_id, l.expires_at, l.hold_until, s.expires_at"
@@ -117,10 +143,22 @@ static DistlockStmt lease_hold_stmt = {
 	1, {TEXTOID}
 };
 
-/* The line lock this backend holds, if any (see the header comment). */
+/* The tag of the line lock this backend last took (see the header comment). */
 static LOCKTAG line_tag;
-static bool line_held = false;
+static bool line_tag_set = false;
 static bool wait_callback_registered = false;
+
+/*
+ * Let go of the line lock, however many times it is held: a wait that a
+ * timeout or cancel ended just as the lock manager granted it leaves it
+ * granted (LockErrorCleanup() takes the grant).
+ */
+static void
+wait_line_leave(void)
+{
+	while (line_tag_set && dl_lock_held_by_me(&line_tag, ExclusiveLock))
+		LockRelease(&line_tag, ExclusiveLock, true);
+}
 
 /*
  * A transaction that aborts while a waiting call is under way ends it: its
@@ -132,21 +170,28 @@ wait_xact_callback(XactEvent event, void *arg)
 	if (event != XACT_EVENT_ABORT)
 		return;
 	dl_wait_end();
-	if (line_held)
-	{
-		LockRelease(&line_tag, ExclusiveLock, true);
-		line_held = false;
-	}
+	wait_line_leave();
 }
 
-/* The hash a wait is keyed on: of a queue or lock name, or a session id. */
-uint32
+/*
+ * The hash a wait is keyed on: of a queue or lock name (as stored, perhaps
+ * compressed, or not), or a session id.  Never 0.
+ */
+uint64
 dl_wait_key(Datum value, bool is_uuid)
 {
+	uint64		key;
+
 	if (is_uuid)
-		return hash_bytes(DatumGetUUIDP(value)->data, UUID_LEN);
-	return hash_bytes((const unsigned char *) VARDATA_ANY(DatumGetPointer(value)),
-					  VARSIZE_ANY_EXHDR(DatumGetPointer(value)));
+		key = hash_bytes_extended(DatumGetUUIDP(value)->data, UUID_LEN, 0);
+	else
+	{
+		struct varlena *v = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(value));
+
+		key = hash_bytes_extended((const unsigned char *) VARDATA_ANY(v),
+								  VARSIZE_ANY_EXHDR(v), 0);
+	}
+	return key == 0 ? 1 : key;
 }
 
 /*
@@ -266,6 +311,39 @@ wait_next_due(text *queue, TimestampTz now)
 	return due;
 }
 
+/*
+ * Keep session_id alive while its worker waits in this call: a worker
+ * blocked here is alive (were its client gone, the backend would end), but
+ * cannot heartbeat.  Heartbeats the session once half its ttl is left, and
+ * returns when it should next (DT_NOEND: never, the session is gone).
+ */
+static TimestampTz
+wait_keep_session(Datum session_id, TimestampTz now)
+{
+	DistlockCall call;
+	Datum		values[1] = {session_id};
+	TimestampTz beat_at = DT_NOEND;
+	bool		isnull;
+
+	for (int round = 0; round < 2; round++)
+	{
+		dl_enter(&call, "distlock.claim_wait()", false);
+		if (dl_exec(&session_ttl_stmt, values, NULL, 1) == 1)
+		{
+			TimestampTz expires = DatumGetTimestampTz(dl_getattr(0, 1, &isnull));
+			Interval   *ttl = DatumGetIntervalP(dl_getattr(0, 2, &isnull));
+
+			beat_at = expires - dl_interval_usecs(ttl) / 2;
+		}
+		dl_leave(&call);
+		if (beat_at > now || round == 1)
+			break;
+		(void) wait_run(&heartbeat_stmt, values, NULL, &isnull, NULL,
+						CurrentMemoryContext);
+	}
+	return beat_at;
+}
+
 /* The queue of job_id, copied to cxt. */
 static text *
 wait_job_queue(Datum job_id, MemoryContext cxt)
@@ -336,13 +414,15 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 	for (;;)
 	{
 		TimestampTz now;
-		TimestampTz due;
+		TimestampTz until;
 		Oid			role = InvalidOid;
-		bool		woken = false;
+		bool		woken;
 		int64		n;
 
+		/* take the wake-up before looking: one that comes later stays */
+		woken = dl_wait_take_wakeup(&role);
 		jobs = wait_run(stmt, args, nulls, isnull, &n, cxt);
-		if (waiting && (woken = dl_wait_take_wakeup(&role)))
+		if (woken)
 			elog(DEBUG1, "woken for jobs of queue \"%s\": " INT64_FORMAT " claimed",
 				 text_to_cstring(queue), n);
 		if (n > 0)
@@ -370,13 +450,27 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 		nulls = NULL;
 		if (!waiting)
 		{
+			/*
+			 * From now on jobs committed wake this backend: look once more,
+			 * in a transaction (and snapshot) that begins after that.
+			 */
 			dl_wait_begin(DL_WAIT_QUEUE, dl_wait_key(values[0], false));
 			waiting = true;
+			wait_commit(atomic);
 			continue;
 		}
-		due = wait_next_due(queue, now);
+		until = Min(deadline, wait_keep_session(session_id, now));
+		/* nobody reaps in the background: look now and then */
+		if (!dl_background_maintenance())
+			until = Min(until, now + DISTLOCK_WAIT_RECHECK_USECS);
+		{
+			TimestampTz due = wait_next_due(queue, now);
+
+			if (due != 0 && due < until)
+				until = due;
+		}
 		wait_commit(atomic);
-		dl_wait_sleep(due != 0 && due < deadline ? due : deadline);
+		dl_wait_sleep(until);
 	}
 	dl_wait_end();
 	return jobs;
@@ -451,7 +545,9 @@ distlock_complete_and_claim_wait(PG_FUNCTION_ARGS)
 
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(1);
-	values[2] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+	/* the result as a value of its own: it must outlive the commits */
+	values[2] = PG_ARGISNULL(2) ? (Datum) 0 :
+		PointerGetDatum(PG_DETOAST_DATUM_COPY(PG_GETARG_DATUM(2)));
 	nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
 	values[3] = Int32GetDatum(max_jobs);
 	jobs = wait_for_jobs(NULL, values[0], values[1], max_jobs, deadline,
@@ -471,7 +567,7 @@ distlock_complete_and_claim_wait(PG_FUNCTION_ARGS)
  * session, if it has one (its end is announced), else to 0.
  */
 static TimestampTz
-wait_lease_free_at(text *name, uint32 *session_key)
+wait_lease_free_at(text *name, uint64 *session_key)
 {
 	DistlockCall call;
 	Datum		values[1] = {PointerGetDatum(name)};
@@ -510,6 +606,29 @@ wait_lease_free_at(text *name, uint32 *session_key)
 	return at;
 }
 
+/* Whether owner holds lock name, as last committed (expired or not). */
+static bool
+wait_lease_held_by(text *name, text *owner)
+{
+	DistlockCall call;
+	Datum		values[1] = {PointerGetDatum(name)};
+	bool		held = false;
+	bool		isnull;
+
+	dl_enter(&call, "distlock.acquire()", false);
+	if (dl_exec(&lease_owner_stmt, values, NULL, 1) == 1)
+	{
+		Datum		d = dl_getattr(0, 1, &isnull);
+
+		/* names compare byte for byte */
+		held = !isnull &&
+			DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID, d,
+												 PointerGetDatum(owner)));
+	}
+	dl_leave(&call);
+	return held;
+}
+
 /*
  * Join the line of lock name's waiters and wait until first in it, or
  * until deadline: returns whether first.  The lock manager's own lock
@@ -527,14 +646,13 @@ wait_line_join(text *name, TimestampTz deadline)
 	int			save_timeout = LockTimeout;
 	volatile bool first = false;
 
+	wait_line_leave();
 	SET_LOCKTAG_ADVISORY(line_tag, MyDatabaseId, (uint32) (key >> 32),
 						 (uint32) key, DISTLOCK_TAG_LINE);
+	line_tag_set = true;
 	if (LockAcquire(&line_tag, ExclusiveLock, true, true) !=
 		LOCKACQUIRE_NOT_AVAIL)
-	{
-		line_held = true;
 		return true;
-	}
 	ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 	if (ms <= 0)
 		return false;
@@ -545,7 +663,6 @@ wait_line_join(text *name, TimestampTz deadline)
 	{
 		LockTimeout = (int) Min(ms, (long) INT_MAX);
 		(void) LockAcquire(&line_tag, ExclusiveLock, true, false);
-		line_held = true;
 		first = true;
 		LockTimeout = save_timeout;
 		ReleaseCurrentSubTransaction();
@@ -563,6 +680,8 @@ wait_line_join(text *name, TimestampTz deadline)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
+		/* granted as the wait was ended: not ours to keep */
+		wait_line_leave();
 		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
 			ReThrowError(edata);
 		FreeErrorData(edata);
@@ -599,9 +718,18 @@ distlock_acquire(PG_FUNCTION_ARGS)
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
 	values[0] = PointerGetDatum(name);
+	/* the owner as a value of its own: it must outlive the commits */
+	if (!PG_ARGISNULL(1))
+		values[1] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[1]));
 	deadline = wait_begin_call(fcinfo, 5, "distlock.acquire()", &atomic);
 
-	if (atomic)
+	/*
+	 * Not waiting, or re-entering (or renewing) a lease of its own, which
+	 * try_acquire() does at once: try_acquire(), which may also take a
+	 * free lock at once.
+	 */
+	if (deadline <= GetCurrentTimestamp() || nulls[1] != ' ' ||
+		wait_lease_held_by(name, (text *) DatumGetPointer(values[1])))
 		token = wait_run(&try_acquire_stmt, values, nulls, &isnull, NULL,
 						 CurrentMemoryContext);
 	else
@@ -615,7 +743,7 @@ distlock_acquire(PG_FUNCTION_ARGS)
 			{
 				TimestampTz now;
 				TimestampTz free_at;
-				uint32		session_key;
+				uint64		session_key;
 				Oid			role;
 
 				token = wait_run(&try_acquire_stmt, values, nulls, &isnull,
@@ -628,7 +756,6 @@ distlock_acquire(PG_FUNCTION_ARGS)
 					break;
 				free_at = wait_lease_free_at(name, &session_key);
 				dl_wait_also(session_key);
-				wait_commit(atomic);
 
 				/*
 				 * Free now, yet refused: a grant not yet committed, or one
@@ -636,13 +763,15 @@ distlock_acquire(PG_FUNCTION_ARGS)
 				 */
 				if (free_at <= now)
 					free_at = now + dl_wait_poll_interval * INT64CONST(1000);
+				if (nulls[3] == ' ')
+					free_at = Min(free_at, wait_keep_session(values[3], now));
+				wait_commit(atomic);
 				dl_wait_sleep(Min(free_at, deadline));
 			}
 			/* the grant is made before the next in line looks */
 			wait_commit(atomic);
 			dl_wait_end();
-			LockRelease(&line_tag, ExclusiveLock, true);
-			line_held = false;
+			wait_line_leave();
 		}
 	}
 

@@ -5,7 +5,7 @@
  *		transaction that made it available commits.
  *
  * A waiting call (wait.c) sleeps on its backend's latch.  What it waits for
- * has a kind (jobs of a queue, or a lease) and a 32-bit key (a hash of the
+ * has a kind (jobs of a queue, or a lease) and a 64-bit key (a hash of the
  * queue or lock name), in its database.  The waiters are kept in shared
  * memory, one slot per PGPROC, each with a ticket drawn from one counter
  * when it begins to wait, so that the oldest waiter of a key is known.
@@ -20,17 +20,22 @@
  * Why no wake-up is lost.  A waiter takes its slot before it first looks
  * for work, and resets its latch before every look (wait.c).  A call that
  * makes work available (an enqueue, a job handed back, a lease released)
- * notes the key and the number of jobs in its transaction; once the
+ notes the key and the number of jobs in its transaction; once the
  * transaction has committed (XACT_EVENT_COMMIT comes after the commit is
  * visible to others) the notes are acted on: for each, that many of the
  * key's oldest waiters not yet woken are marked woken and their latches
- * set.  So a waiter either sees the work when it looks, or was already
- * waiting, and then is woken, or another waiter is.  A woken waiter that
+ * set.  A claim notes its jobs for an abort in the same way: a claim that
+ * rolls back gives them back.  So a waiter either sees the work when it
+ * looks, or was already waiting, and then is woken, or another waiter is.
+ * A waiter takes its wake-up (clears the mark) just before it looks, and
+ * does not sleep while the mark is set: the latch alone could be reset by
+ * a lock or I/O wait in between.  A woken waiter that
  * cannot use the wake-up hands it on to the next oldest waiter of its key:
  * when it leaves (timeout, cancel, error, disconnect) before looking again,
  * and when the work was another role's that it may not act for; and one
  * that took as many jobs as it asked for wakes the next (there may be
- * more), who hands nothing on if it finds none.  So one job wakes one
+ * more), who hands nothing on if it finds none.  A wake-up is handed only
+ * to a waiter that came later, so it never goes round in circles.  So one job wakes one
  * waiter (two if the first asked for one job), not the herd.  What no note covers (a transaction committed
  * with PREPARE TRANSACTION, whose COMMIT PREPARED may run in another
  * backend) is found at the waiter's next look: when its wait ends, or when
@@ -58,6 +63,8 @@
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "tcop/dest.h"
+#include "tcop/tcopprot.h"
 #include "utils/memutils.h"
 #include "utils/wait_event.h"
 
@@ -70,8 +77,8 @@ typedef struct WaitSlot
 	uint64		ticket;			/* 0 while not waiting */
 	Oid			dbid;
 	int			kind;			/* DistlockWaitKind */
-	uint32		key;
-	uint32		session_key;	/* lease waiters: key of the holder's session */
+	uint64		key;
+	uint64		session_key;	/* lease waiters: key of the holder's session */
 	bool		woken;			/* woken, and has not looked since */
 	Oid			woken_for;		/* role of the work it was woken for */
 } WaitSlot;
@@ -89,9 +96,11 @@ typedef struct WaitShared
 typedef struct PendingWake
 {
 	int			kind;
-	uint32		key;
+	uint64		key;
 	Oid			role;
 	int64		count;
+	int			abort_level;	/* 0: at commit; else at the abort of this
+								 * transaction nest level or an outer one */
 } PendingWake;
 
 /* distlock.wait_poll_interval: see distlock.c */
@@ -105,8 +114,8 @@ static List *wait_pending = NIL;	/* of PendingWake, in TopTransactionContext */
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
-static void wake_oldest(int kind, uint32 key, Oid dbid, Oid role,
-						int64 count, int skip);
+static void wake_oldest(int kind, uint64 key, Oid dbid, Oid role,
+						int64 count, uint64 after);
 
 /* One slot for every PGPROC there can be. */
 static int
@@ -211,7 +220,7 @@ wait_on_exit(int code, Datum arg)
  * available for it can wake this backend.
  */
 void
-dl_wait_begin(DistlockWaitKind kind, uint32 key)
+dl_wait_begin(DistlockWaitKind kind, uint64 key)
 {
 	WaitSlot   *slot;
 	static bool exit_registered = false;
@@ -240,7 +249,7 @@ dl_wait_begin(DistlockWaitKind kind, uint32 key)
  * none): the session's end wakes it too.
  */
 void
-dl_wait_also(uint32 session_key)
+dl_wait_also(uint64 session_key)
 {
 	if (wait_shared == NULL || wait_my_slot()->ticket == 0)
 		return;
@@ -251,7 +260,9 @@ dl_wait_also(uint32 session_key)
 
 /*
  * Whether this backend was woken since it last asked, and for work of which
- * role (InvalidOid: any); asking takes the wake-up.
+ * role (InvalidOid: any); asking takes the wake-up.  A waiter asks just
+ * before it looks for work: a wake-up that comes during or after the look
+ * stays, and keeps dl_wait_sleep() from sleeping.
  */
 bool
 dl_wait_take_wakeup(Oid *role)
@@ -272,7 +283,10 @@ dl_wait_take_wakeup(Oid *role)
 	return woken;
 }
 
-/* Wake the oldest other waiter of this backend's kind and key. */
+/*
+ * Wake the oldest waiter of this backend's kind and key that came after
+ * it: a wake-up handed on only goes forward, so it cannot come back.
+ */
 void
 dl_wait_pass_on(Oid role)
 {
@@ -284,9 +298,22 @@ dl_wait_pass_on(Oid role)
 	if (slot->ticket == 0)
 		return;
 	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
-	wake_oldest(slot->kind, slot->key, slot->dbid, role, 1,
-				dl_my_procno());
+	wake_oldest(slot->kind, slot->key, slot->dbid, role, 1, slot->ticket);
 	LWLockRelease(&wait_shared->lock);
+}
+
+/* Whether a wake-up has come that this backend has not taken. */
+static bool
+wait_woken(void)
+{
+	bool		woken;
+
+	if (wait_shared == NULL || wait_my_slot()->ticket == 0)
+		return false;
+	LWLockAcquire(&wait_shared->lock, LW_SHARED);
+	woken = wait_my_slot()->woken;
+	LWLockRelease(&wait_shared->lock);
+	return woken;
 }
 
 /*
@@ -306,7 +333,7 @@ dl_wait_end(void)
 	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
 	if (slot->woken)
 		wake_oldest(slot->kind, slot->key, slot->dbid, slot->woken_for, 1,
-					dl_my_procno());
+					slot->ticket);
 	slot->ticket = 0;
 	slot->woken = false;
 	LWLockRelease(&wait_shared->lock);
@@ -314,13 +341,14 @@ dl_wait_end(void)
 
 /*
  * Wake the count oldest waiters of kind and key in dbid that are not woken
- * already, other than slot skip (-1: none).  Leases and sessions wake
- * every waiter of the key (each is the first of its line, wait.c): a
- * session's key wakes the lease waiters whose holder it was.  Caller holds
- * the lock.
+ * already and whose tickets come after after (0: any).  Leases and
+ * sessions wake every waiter of the key (each is the first of its line,
+ * wait.c): a session's key wakes the lease waiters whose holder it was.
+ * Caller holds the lock.
  */
 static void
-wake_oldest(int kind, uint32 key, Oid dbid, Oid role, int64 count, int skip)
+wake_oldest(int kind, uint64 key, Oid dbid, Oid role, int64 count,
+			uint64 after)
 {
 	while (count-- > 0)
 	{
@@ -330,7 +358,7 @@ wake_oldest(int kind, uint32 key, Oid dbid, Oid role, int64 count, int skip)
 		{
 			WaitSlot   *s = &wait_shared->slots[i];
 
-			if (s->ticket == 0 || s->woken || i == skip || s->dbid != dbid)
+			if (s->ticket <= after || s->woken || s->dbid != dbid)
 				continue;
 			if (kind == DL_WAIT_SESSION ?
 				s->kind != DL_WAIT_LEASE || s->session_key != key :
@@ -354,28 +382,40 @@ wake_oldest(int kind, uint32 key, Oid dbid, Oid role, int64 count, int skip)
 	}
 }
 
-/* Act on this transaction's notes once it has committed; drop them if not. */
+/*
+ * Act on the notes that the end of a transaction (or subtransaction) makes
+ * true: at commit those of work made available, at an abort those of work
+ * a rolled-back claim gives back.  Caller holds the lock.
+ */
 static void
-wake_xact_callback(XactEvent event, void *arg)
+wake_pending(bool commit, int abort_level)
 {
 	ListCell   *lc;
 
+	foreach(lc, wait_pending)
+	{
+		PendingWake *pw = (PendingWake *) lfirst(lc);
+
+		if (commit ? pw->abort_level == 0 :
+			pw->abort_level != 0 && pw->abort_level >= abort_level)
+			wake_oldest(pw->kind, pw->key, MyDatabaseId, pw->role,
+						pw->count, 0);
+	}
+}
+
+static void
+wake_xact_callback(XactEvent event, void *arg)
+{
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_ABORT:
 			if (wait_pending == NIL || wait_shared == NULL)
 				break;
 			LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
-			foreach(lc, wait_pending)
-			{
-				PendingWake *pw = (PendingWake *) lfirst(lc);
-
-				wake_oldest(pw->kind, pw->key, MyDatabaseId, pw->role,
-							pw->count, -1);
-			}
+			wake_pending(event == XACT_EVENT_COMMIT, 1);
 			LWLockRelease(&wait_shared->lock);
 			break;
-		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
@@ -388,28 +428,60 @@ wake_xact_callback(XactEvent event, void *arg)
 }
 
 /*
+ * A subtransaction's abort gives back at once what its claims took (the
+ * rows are claimable as soon as it has aborted); what it made available
+ * is never committed, and waking for it only costs a look.
+ */
+static void
+wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					  SubTransactionId parentSubid, void *arg)
+{
+	ListCell   *lc;
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (event != SUBXACT_EVENT_ABORT_SUB || wait_pending == NIL ||
+		wait_shared == NULL)
+		return;
+	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
+	wake_pending(false, level);
+	LWLockRelease(&wait_shared->lock);
+	foreach(lc, wait_pending)
+	{
+		PendingWake *pw = (PendingWake *) lfirst(lc);
+
+		if (pw->abort_level >= level)
+			wait_pending = foreach_delete_current(wait_pending, lc);
+	}
+}
+
+/*
  * Note that this transaction makes count jobs of role (InvalidOid: of any
- * role), or a lease, available under kind and key: waiters are woken once
- * it commits.  Without the shared memory, there is nobody to wake.
+ * role), or a lease, available under kind and key (at_abort: should it
+ * abort, as a claim's jobs are): waiters are woken once it commits (or
+ * aborts).  Without the shared memory, there is nobody to wake.
  */
 void
-dl_wake_at_commit(DistlockWaitKind kind, uint32 key, Oid role, int64 count)
+dl_wake_at_end(DistlockWaitKind kind, uint64 key, Oid role, int64 count,
+			   bool at_abort)
 {
 	ListCell   *lc;
 	PendingWake *pw;
 	MemoryContext old;
+	int			abort_level = at_abort ? GetCurrentTransactionNestLevel() : 0;
 
 	if (count <= 0 || !dl_wake_available())
 		return;
 	if (!wait_callbacks_registered)
 	{
 		RegisterXactCallback(wake_xact_callback, NULL);
+		RegisterSubXactCallback(wake_subxact_callback, NULL);
 		wait_callbacks_registered = true;
 	}
 	foreach(lc, wait_pending)
 	{
 		pw = (PendingWake *) lfirst(lc);
-		if (pw->kind == kind && pw->key == key && pw->role == role)
+		if (pw->kind == kind && pw->key == key && pw->role == role &&
+			pw->abort_level == abort_level)
 		{
 			pw->count += count;
 			return;
@@ -421,6 +493,7 @@ dl_wake_at_commit(DistlockWaitKind kind, uint32 key, Oid role, int64 count)
 	pw->key = key;
 	pw->role = role;
 	pw->count = count;
+	pw->abort_level = abort_level;
 	wait_pending = lappend(wait_pending, pw);
 	MemoryContextSwitchTo(old);
 }
@@ -446,6 +519,9 @@ dl_wait_sleep(TimestampTz until)
 		timeout_ms = 1;
 	if (wait_shared == NULL && timeout_ms > dl_wait_poll_interval)
 		timeout_ms = dl_wait_poll_interval;
+	/* a wake-up whose latch was reset since (by a lock or I/O wait) */
+	if (wait_woken())
+		return;
 	/* the caller looks again and sleeps on; the kernel takes an int */
 	if (timeout_ms > 3600 * 1000L)
 		timeout_ms = 3600 * 1000L;
@@ -459,8 +535,12 @@ dl_wait_sleep(TimestampTz until)
 						   PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
 	if (rc & WL_SOCKET_CLOSED)
+	{
+		/* as core does: nothing more goes to the closed socket */
+		whereToSendOutput = DestNone;
 		ereport(FATAL,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("connection to client lost")));
+	}
 	CHECK_FOR_INTERRUPTS();
 }

@@ -58,6 +58,7 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
+#include "storage/procarray.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "tcop/utility.h"
@@ -197,7 +198,8 @@ worker_leave_database(const char *dbname)
 	if (dbname == NULL || worker_shared == NULL)
 		return;
 	dbid = get_database_oid(dbname, true);
-	if (!OidIsValid(dbid))
+	/* only for whoever may run the command: nobody else may stop a worker */
+	if (!OidIsValid(dbid) || !dl_database_owner(dbid))
 		return;
 	SpinLockAcquire(&worker_shared->mutex);
 	slot = worker_slot(dbid, true);
@@ -330,6 +332,10 @@ dl_worker_preload(void)
 	prev_process_utility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = worker_process_utility;
 
+	/* pg_upgrade's server runs no autovacuum, and no maintenance either */
+	if (IsBinaryUpgrade)
+		return;
+
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
 		BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -354,10 +360,14 @@ launcher_serves(const char *dbname)
 	if (dl_maintenance_databases == NULL || dl_maintenance_databases[0] == '\0')
 		return true;
 	list = pstrdup(dl_maintenance_databases);
-	if (!SplitIdentifierString(list, ',', &names))
-		return false;			/* the check hook let nothing bad through */
-	foreach(lc, names)
-		found |= strcmp((char *) lfirst(lc), dbname) == 0;
+	/* a list that does not parse serves nothing */
+	if (SplitIdentifierString(list, ',', &names))
+	{
+		foreach(lc, names)
+			found |= strcmp((char *) lfirst(lc), dbname) == 0;
+	}
+	list_free(names);
+	pfree(list);
 	return found;
 }
 
@@ -414,6 +424,7 @@ launcher_round(List **dbs)
 		pid_t		pid;
 		WorkerDb   *slot;
 		bool		paused;
+		bool		stopped;
 
 		if (!db->datallowconn || db->datistemplate ||
 			!launcher_serves(NameStr(db->datname)))
@@ -436,25 +447,30 @@ launcher_round(List **dbs)
 		ldb->seen = true;
 
 		/* its worker is running, or has gone: when to start it again */
+		stopped = ldb->handle != NULL &&
+			GetBackgroundWorkerPid(ldb->handle, &pid) == BGWH_STOPPED;
 		SpinLockAcquire(&worker_shared->mutex);
 		slot = worker_slot(db->oid, false);
 		paused = slot != NULL && slot->paused_until > now;
+		pid = slot != NULL ? slot->pid : 0;
 		if (slot != NULL && slot->recheck)
 		{
 			slot->recheck = false;
 			ldb->retry_at = 0;
 		}
-		if (ldb->handle != NULL &&
-			GetBackgroundWorkerPid(ldb->handle, &pid) == BGWH_STOPPED)
-		{
+		if (stopped)
 			ldb->retry_at = now + (slot != NULL && slot->absent ?
 								   DISTLOCK_ABSENT_RECHECK :
 								   DISTLOCK_FAILED_RESTART);
+		SpinLockRelease(&worker_shared->mutex);
+		if (stopped)
+		{
 			pfree(ldb->handle);
 			ldb->handle = NULL;
 		}
-		SpinLockRelease(&worker_shared->mutex);
-		if (ldb->handle != NULL || paused || now < ldb->retry_at)
+		/* a worker started before this launcher (re)started is adopted */
+		if (ldb->handle != NULL || paused || now < ldb->retry_at ||
+			(pid != 0 && BackendPidGetProc(pid) != NULL))
 			continue;
 
 		{
@@ -621,6 +637,7 @@ distlock_maintenance_main(Datum arg)
 {
 	Oid			dbid = DatumGetObjectId(arg);
 	WorkerDb   *slot;
+	pid_t		other;
 	bool		absent = false;
 	char	   *dbname;
 
@@ -628,10 +645,18 @@ distlock_maintenance_main(Datum arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	/* a command that needs the database to itself may be under way */
+	/*
+	 * A command that needs the database to itself may be under way, or a
+	 * worker (of a launcher that has since restarted) may be there already.
+	 */
 	SpinLockAcquire(&worker_shared->mutex);
 	slot = worker_slot(dbid, true);
-	if (slot != NULL && slot->paused_until <= GetCurrentTimestamp())
+	other = slot != NULL ? slot->pid : 0;
+	SpinLockRelease(&worker_shared->mutex);
+	if (slot == NULL || (other != 0 && BackendPidGetProc(other) != NULL))
+		proc_exit(0);
+	SpinLockAcquire(&worker_shared->mutex);
+	if (slot->paused_until <= GetCurrentTimestamp())
 		slot->pid = MyProcPid;
 	else
 		slot = NULL;
@@ -643,6 +668,11 @@ distlock_maintenance_main(Datum arg)
 
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	pgstat_report_appname("distlock maintenance");
+	/* SKIP LOCKED deletions at READ COMMITTED, whatever the defaults say */
+	SetConfigOption("default_transaction_isolation", "read committed",
+					PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_read_only", "off",
+					PGC_SUSET, PGC_S_OVERRIDE);
 	StartTransactionCommand();
 	dbname = MemoryContextStrdup(TopMemoryContext,
 								 get_database_name(MyDatabaseId));
@@ -675,7 +705,7 @@ distlock_maintenance_main(Datum arg)
 		ResetLatch(MyLatch);
 	}
 
-	cancel_before_shmem_exit(maintenance_on_exit, BoolGetDatum(false));
+	/* the callback registered above then finds nothing left to do */
 	maintenance_on_exit(0, BoolGetDatum(absent));
 	proc_exit(0);
 }

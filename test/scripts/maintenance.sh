@@ -82,6 +82,26 @@ check "ALTER DATABASE ... RENAME of a database the worker serves" \
 check "... and the copy, and the renamed one, are served" \
 	"$(wait_for "SELECT string_agg(datname, ',' ORDER BY datname) FROM pg_stat_activity WHERE backend_type = 'distlock maintenance' AND datname IN ('copy', 'tpl2')" "copy,tpl2" 30)" ok
 
+# only whoever may run such a command makes the worker step aside
+psql -c "CREATE ROLE intruder LOGIN" >/dev/null
+pid=$(psql -At -c "SELECT pid FROM pg_stat_activity WHERE datname = 'copy' AND backend_type = 'distlock maintenance'")
+psql -U intruder -d postgres -c "DROP DATABASE copy" >/dev/null 2>&1 || true
+sleep 0.5
+check "a DROP DATABASE its role may not run leaves the worker alone" \
+	"$(psql -At -c "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid")" 1
+
+# a launcher that restarts adopts the workers it finds
+launcher=$(psql -At -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'distlock launcher'")
+psql -c "SELECT pg_terminate_backend($launcher)" >/dev/null
+check "a restarted launcher ..." \
+	"$(wait_for "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'distlock launcher' AND pid <> $launcher" 1 30)" ok
+sleep 2
+check "... adopts the workers running, starting no second one" \
+	"$(psql -At -c "SELECT count(*) || '/' || bool_and(pid = $pid) FROM pg_stat_activity WHERE datname = 'copy' AND backend_type = 'distlock maintenance'")" "1/true"
+check "workers end only when told to: no other FATAL or ERROR in the server log" \
+	"$(grep -E 'FATAL|ERROR' "$dir/server.log" | grep -v 'must be owner of database' | grep -vc 'due to administrator command' || true)" 0
+grep -E 'FATAL|ERROR' "$dir/server.log" | sed 's/^/# /'
+
 # narrowing
 psql -c "ALTER SYSTEM SET distlock.maintenance_databases = 'postgres'" -c "SELECT pg_reload_conf()" >/dev/null
 check "distlock.maintenance_databases narrows the databases served" \

@@ -285,6 +285,48 @@ check("a job handed back from an expired session reaches a waiting claim",
       ids(c.result), [job])
 check("... long before the wait ends", c.elapsed() < 10, True)
 
+# A waiting claim keeps its session alive, past the session's ttl.
+brief = session("2 s")
+c = claim_wait("kept-alive", brief, "5 s")
+c.join()
+check("a waiting claim keeps its session alive past the session's ttl",
+      (c.result, one("SELECT distlock.heartbeat(%s)", brief)), ([], True))
+
+# At REPEATABLE READ: each look is a transaction of its own.
+c = Call("CALL distlock.claim_wait(%s, %s, 1, '30 s')", ("rr", sid))
+c.conn.execute("SET default_transaction_isolation = 'repeatable read'")
+c.start()
+until_waiting([c])
+time.sleep(0.3)
+job = enqueue("rr")
+c.join()
+check("a waiting claim at REPEATABLE READ gets the job enqueued while it "
+      "waits", ids(c.result), [job])
+
+# Jobs of a role the waiters may not act for: each waiter is woken at most
+# once, the wake-up goes forward and ends, nobody claims, nobody spins.
+admin.execute("DROP ROLE IF EXISTS wait_x; DROP ROLE IF EXISTS wait_r;"
+              " CREATE ROLE wait_x LOGIN; CREATE ROLE wait_r LOGIN;"
+              " GRANT USAGE ON SCHEMA distlock TO wait_x, wait_r")
+with connect(user="wait_x") as x:
+    xsid = x.execute("SELECT distlock.session_open('60 s')").fetchone()[0]
+xs = [Call("CALL distlock.claim_wait('shared', %s, 1, '3 s')", (xsid,),
+           debug=True) for _ in range(2)]
+for w in xs:
+    w.conn.execute("SET ROLE wait_x")
+    w.start()
+until_waiting(xs)
+time.sleep(0.2)
+with connect(user="wait_r") as r:
+    r.execute("SELECT distlock.enqueue('shared')")
+for w in xs:
+    w.join()
+check("waiters that may not take another role's job leave it",
+      [w.result for w in xs], [[], []])
+if PRELOAD:
+    check("... each woken at most once (the wake-up goes forward only)",
+          sum(w.woken for w in xs) <= 2, True)
+
 #
 # acquire(): the waiting try_acquire().
 #
@@ -363,6 +405,18 @@ with connect() as conn:
     got = conn.execute("CALL distlock.acquire('free-now', 'w', wait => '0')"
                        ).fetchone()[0]
     check("... and wait => '0' is try_acquire()", got is not None, True)
+
+# The holder's own acquire re-enters at once, ahead of the line.
+holder = one("SELECT distlock.try_acquire('reenter', 'holder', '60 s')")
+c = Call("CALL distlock.acquire('reenter', 'other', wait => '30 s')")
+c.start()
+until_waiting([c])
+t0 = time.monotonic()
+again = one("CALL distlock.acquire('reenter', 'holder', '60 s', wait => '30 s')")
+check("the holder's acquire re-enters at once, keeping its token, while "
+      "another waits", (again, time.monotonic() - t0 < 5), (holder, True))
+admin.execute("SELECT pg_cancel_backend(%s)", (c.pid,))
+c.join()
 
 # A cancelled acquirer leaves the line: the next one is served.
 one("SELECT distlock.try_acquire('line', 'holder', '60 s')")
