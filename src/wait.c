@@ -410,6 +410,7 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 	const char *nulls = first_nulls;
 	DistlockCall call = {.caller = GetUserId()};
 	bool		waiting = false;
+	bool		knew_due = false;
 
 	for (;;)
 	{
@@ -438,7 +439,15 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 
 		now = GetCurrentTimestamp();
 		if (now >= deadline)
+		{
+			/*
+			 * A job that becomes due later was known only to us, perhaps:
+			 * the next waiter looks, and learns of it.
+			 */
+			if (knew_due)
+				dl_wait_pass_on(InvalidOid);
 			break;
+		}
 
 		if (queue == NULL)
 			queue = wait_job_queue(job_id, cxt);
@@ -466,6 +475,7 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 		{
 			TimestampTz due = wait_next_due(queue, now);
 
+			knew_due = due != 0;
 			if (due != 0 && due < until)
 				until = due;
 		}
