@@ -299,6 +299,8 @@ extern bool dl_wake_available(void);
 extern void dl_wait_begin(DistlockWaitKind kind, uint64 key);
 extern void dl_wait_also(uint64 session_key);
 extern bool dl_wait_take_wakeup(Oid *role);
+extern void dl_wait_looked(void);
+extern bool dl_wait_first(void);
 extern void dl_wait_pass_on(Oid role);
 extern void dl_wait_end(void);
 extern void dl_wait_sleep(TimestampTz until);

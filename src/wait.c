@@ -23,13 +23,24 @@
  * it at once.
  *
  * Fairness.  Job waiters are woken oldest first (wake.c).  Lease waiters
- * for one name wait in a line: a session-level lock on a tag of the name's
- * hash, which the lock manager grants in order of request.  Only the first
- * in line tries to take the lease, so the waiters get it in the order they
- * came; a try_acquire() that does not wait can still take a lease that is
- * free, as it always could.  The line lock is let go when the call ends,
- * on every path (a transaction abort lets it go too: wait_xact_callback()),
- * and with the backend.
+ * for one name wait in a line, and only the first in it tries to take the
+ * lease, so the waiters get it in the order they came.  With shared memory
+ * the line is the order of the waiters' tickets (wake.c): the first is
+ * woken when the lease may be free, the next when the first leaves, and
+ * each sleeps as any waiting call does (watching its client's socket,
+ * heartbeating its session).  Without it, the line is a session-level
+ * lock on a tag of the name's hash, which the lock manager grants in
+ * order of request; a waiter whose session needs a heartbeat leaves that
+ * line to send it and joins it again at the end, and a waiter in it does
+ * not watch its client's socket (client_connection_check_interval
+ * does).  The line lock is let go when the call ends, on every path (a
+ * transaction abort lets it go too: wait_xact_callback()), and with the
+ * backend.  The lock's owner does not queue: its acquire() re-enters at
+ * once, as try_acquire() does; a try_acquire() that does not wait can
+ * still take a lease that is free, as it always could.
+ *
+ * A waiting call keeps its own session alive while it sleeps (heartbeats
+ * it once half its ttl is left), in a transaction of its own.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -416,13 +427,25 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 	{
 		TimestampTz now;
 		TimestampTz until;
+		TimestampTz looked_at;
 		Oid			role = InvalidOid;
 		bool		woken;
 		int64		n;
 
-		/* take the wake-up before looking: one that comes later stays */
+		/*
+		 * Take the wake-up before looking: one that comes later stays.  One
+		 * for jobs this caller may not take goes on to the next waiter at
+		 * once.
+		 */
 		woken = dl_wait_take_wakeup(&role);
+		if (woken && OidIsValid(role) && !dl_may_act_for(&call, role))
+		{
+			dl_wait_pass_on(role);
+			dl_wait_looked();
+		}
+		looked_at = GetCurrentTimestamp();
 		jobs = wait_run(stmt, args, nulls, isnull, &n, cxt);
+		dl_wait_looked();
 		if (woken)
 			elog(DEBUG1, "woken for jobs of queue \"%s\": " INT64_FORMAT " claimed",
 				 text_to_cstring(queue), n);
@@ -433,9 +456,6 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 				dl_wait_pass_on(InvalidOid);
 			break;
 		}
-		/* woken for jobs this caller may not take: wake the next waiter */
-		if (woken && OidIsValid(role) && !dl_may_act_for(&call, role))
-			dl_wait_pass_on(role);
 
 		now = GetCurrentTimestamp();
 		if (now >= deadline)
@@ -468,17 +488,18 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 			wait_commit(atomic);
 			continue;
 		}
-		until = Min(deadline, wait_keep_session(session_id, now));
+		{
+			TimestampTz due = wait_next_due(queue, looked_at);
+
+			knew_due = due != 0;
+			until = due != 0 && due < deadline ? due : deadline;
+		}
 		/* nobody reaps in the background: look now and then */
 		if (!dl_background_maintenance())
 			until = Min(until, now + DISTLOCK_WAIT_RECHECK_USECS);
-		{
-			TimestampTz due = wait_next_due(queue, now);
-
-			knew_due = due != 0;
-			if (due != 0 && due < until)
-				until = due;
-		}
+		wait_commit(atomic);
+		/* a heartbeat in a transaction of its own, on the latest row */
+		until = Min(until, wait_keep_session(session_id, now));
 		wait_commit(atomic);
 		dl_wait_sleep(until);
 	}
@@ -640,13 +661,13 @@ wait_lease_held_by(text *name, text *owner)
 }
 
 /*
- * Join the line of lock name's waiters and wait until first in it, or
- * until deadline: returns whether first.  The lock manager's own lock
- * timeout bounds the wait, and its error is taken back in a
- * subtransaction.
+ * Without shared memory: wait until first in the lock manager's line of
+ * lock name's waiters, or until deadline: returns whether first.  The lock
+ * manager's own lock timeout bounds the wait, and its error is taken back
+ * in a subtransaction.
  */
 static bool
-wait_line_join(text *name, TimestampTz deadline)
+wait_line_lock(text *name, TimestampTz deadline)
 {
 	uint64		key = hash_bytes_extended((const unsigned char *) VARDATA_ANY(name),
 										  VARSIZE_ANY_EXHDR(name), 0);
@@ -701,6 +722,39 @@ wait_line_join(text *name, TimestampTz deadline)
 }
 
 /*
+ * Join the line of lock name's waiters: with shared memory, take a ticket
+ * (wake.c: dl_wait_first() then says whether first); without, wait in the
+ * lock manager's line until first, or until deadline, heartbeating the
+ * session (if has_session) as wait_keep_session() does, which puts the
+ * call at the end of the line again.  Returns whether in line.
+ */
+static bool
+wait_line_join(text *name, Datum session_id, bool has_session,
+			   TimestampTz deadline, bool atomic)
+{
+	if (dl_wake_available())
+	{
+		dl_wait_begin(DL_WAIT_LEASE, dl_wait_key(PointerGetDatum(name), false));
+		return true;
+	}
+	for (;;)
+	{
+		TimestampTz until = deadline;
+
+		if (has_session)
+		{
+			until = Min(until, wait_keep_session(session_id,
+												 GetCurrentTimestamp()));
+			wait_commit(atomic);
+		}
+		if (wait_line_lock(name, until))
+			return true;
+		if (GetCurrentTimestamp() >= deadline)
+			return false;
+	}
+}
+
+/*
  * acquire(lock_name text, owner text, ttl interval DEFAULT '30 seconds',
  *		   session_id uuid DEFAULT NULL, min_hold interval DEFAULT NULL,
  *		   wait interval DEFAULT '30 seconds', INOUT token bigint
@@ -735,56 +789,73 @@ distlock_acquire(PG_FUNCTION_ARGS)
 
 	/*
 	 * Not waiting, or re-entering (or renewing) a lease of its own, which
-	 * try_acquire() does at once: try_acquire(), which may also take a
-	 * free lock at once.
+	 * try_acquire() does at once: try_acquire(), which may also take a free
+	 * lock at once.  A refused re-entry (the lease is another role's, or
+	 * on hold) waits in line like any other.
 	 */
 	if (deadline <= GetCurrentTimestamp() || nulls[1] != ' ' ||
 		wait_lease_held_by(name, (text *) DatumGetPointer(values[1])))
+	{
 		token = wait_run(&try_acquire_stmt, values, nulls, &isnull, NULL,
 						 CurrentMemoryContext);
-	else
-	{
-		/* hold nothing while in line */
-		wait_commit(atomic);
-		if (wait_line_join(name, deadline))
-		{
-			dl_wait_begin(DL_WAIT_LEASE, dl_wait_key(values[0], false));
-			for (;;)
-			{
-				TimestampTz now;
-				TimestampTz free_at;
-				uint64		session_key;
-				Oid			role;
-
-				token = wait_run(&try_acquire_stmt, values, nulls, &isnull,
-								 NULL, CurrentMemoryContext);
-				if (!isnull)
-					break;
-				(void) dl_wait_take_wakeup(&role);
-				now = GetCurrentTimestamp();
-				if (now >= deadline)
-					break;
-				free_at = wait_lease_free_at(name, &session_key);
-				dl_wait_also(session_key);
-
-				/*
-				 * Free now, yet refused: a grant not yet committed, or one
-				 * made since we looked; look again shortly.
-				 */
-				if (free_at <= now)
-					free_at = now + dl_wait_poll_interval * INT64CONST(1000);
-				if (nulls[3] == ' ')
-					free_at = Min(free_at, wait_keep_session(values[3], now));
-				wait_commit(atomic);
-				dl_wait_sleep(Min(free_at, deadline));
-			}
-			/* the grant is made before the next in line looks */
-			wait_commit(atomic);
-			dl_wait_end();
-			wait_line_leave();
-		}
+		if (!isnull || deadline <= GetCurrentTimestamp() || nulls[1] != ' ')
+			goto done;
 	}
 
+	/* hold nothing while in line */
+	wait_commit(atomic);
+	if (!wait_line_join(name, values[3], nulls[3] == ' ', deadline, atomic))
+		goto done;
+	for (;;)
+	{
+		TimestampTz now;
+		TimestampTz until = deadline;
+		Oid			role;
+
+		/* take the wake-up before looking: one that comes later stays */
+		(void) dl_wait_take_wakeup(&role);
+		if (dl_wait_first())
+		{
+			uint64		session_key;
+			TimestampTz free_at;
+
+			token = wait_run(&try_acquire_stmt, values, nulls, &isnull, NULL,
+							 CurrentMemoryContext);
+			dl_wait_looked();
+			if (!isnull)
+				break;
+			now = GetCurrentTimestamp();
+			free_at = wait_lease_free_at(name, &session_key);
+			dl_wait_also(session_key);
+
+			/*
+			 * Free now, yet refused: a grant not yet committed, or one made
+			 * since we looked; look again shortly.
+			 */
+			if (free_at <= now)
+				free_at = now + dl_wait_poll_interval * INT64CONST(1000);
+			until = Min(free_at, deadline);
+		}
+		else
+			dl_wait_looked();
+		now = GetCurrentTimestamp();
+		if (now >= deadline)
+			break;
+		wait_commit(atomic);
+		/* a heartbeat in a transaction of its own, on the latest row */
+		if (nulls[3] == ' ')
+		{
+			until = Min(until, wait_keep_session(values[3], now));
+			wait_commit(atomic);
+		}
+		dl_wait_sleep(until);
+	}
+	/* the grant is made before the next in line looks */
+	wait_commit(atomic);
+	dl_wait_end();
+	wait_line_leave();
+
+done:
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 	return wait_result(fcinfo, token, isnull, false);

@@ -10,6 +10,11 @@
  * memory, one slot per PGPROC, each with a ticket drawn from one counter
  * when it begins to wait, so that the oldest waiter of a key is known.
  *
+ * Lease waiters for one name stand in a line (wait.c): only the first, the
+ * one with the lowest ticket, tries for the lease, and it is the one woken
+ * when the lease may be free (released, its holder's session ended); when
+ * it leaves, the next is woken.
+ *
  * The shared memory comes from shared_preload_libraries (the shmem hooks,
  * as contrib/pg_stat_statements does) or, on PostgreSQL 17 and later
  * without preloading, from the DSM registry on first use.  Without either
@@ -107,6 +112,8 @@ typedef struct PendingWake
 int			dl_wait_poll_interval = 20;
 
 static WaitShared *wait_shared = NULL;
+static bool wait_taken = false;	/* a wake-up taken, its look not done */
+static Oid	wait_taken_role = InvalidOid;
 static bool wait_attach_tried = false;
 static bool wait_callbacks_registered = false;
 static List *wait_pending = NIL;	/* of PendingWake, in TopTransactionContext */
@@ -280,7 +287,43 @@ dl_wait_take_wakeup(Oid *role)
 		*role = slot->woken_for;
 	slot->woken = false;
 	LWLockRelease(&wait_shared->lock);
+	/* until the look is done, the wake-up is still to be handed on */
+	wait_taken = woken;
+	wait_taken_role = *role;
 	return woken;
+}
+
+/* The look that followed dl_wait_take_wakeup() is done. */
+void
+dl_wait_looked(void)
+{
+	wait_taken = false;
+}
+
+/*
+ * Whether this backend is the first in the line of lease waiters for its
+ * key: none waiting for it came earlier.
+ */
+bool
+dl_wait_first(void)
+{
+	WaitSlot   *me;
+	bool		first = true;
+
+	if (wait_shared == NULL || wait_my_slot()->ticket == 0)
+		return true;
+	me = wait_my_slot();
+	LWLockAcquire(&wait_shared->lock, LW_SHARED);
+	for (int i = 0; i < wait_shared->nslots && first; i++)
+	{
+		WaitSlot   *s = &wait_shared->slots[i];
+
+		first = !(s->ticket != 0 && s->ticket < me->ticket &&
+				  s->kind == me->kind && s->key == me->key &&
+				  s->dbid == me->dbid);
+	}
+	LWLockRelease(&wait_shared->lock);
+	return first;
 }
 
 /*
@@ -331,20 +374,25 @@ dl_wait_end(void)
 	if (slot->ticket == 0)
 		return;
 	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
-	if (slot->woken)
-		wake_oldest(slot->kind, slot->key, slot->dbid, slot->woken_for, 1,
+	if (slot->kind == DL_WAIT_LEASE)
+		/* the next in line may be first now */
+		wake_oldest(slot->kind, slot->key, slot->dbid, InvalidOid, 1,
+					slot->ticket);
+	else if (slot->woken || wait_taken)
+		wake_oldest(slot->kind, slot->key, slot->dbid,
+					slot->woken ? slot->woken_for : wait_taken_role, 1,
 					slot->ticket);
 	slot->ticket = 0;
 	slot->woken = false;
+	wait_taken = false;
 	LWLockRelease(&wait_shared->lock);
 }
 
 /*
  * Wake the count oldest waiters of kind and key in dbid that are not woken
- * already and whose tickets come after after (0: any).  Leases and
- * sessions wake every waiter of the key (each is the first of its line,
- * wait.c): a session's key wakes the lease waiters whose holder it was.
- * Caller holds the lock.
+ * already and whose tickets come after after (0: any).  For a lease, the
+ * first in its line only (wait.c), if it is not woken already; for a
+ * session, the lease waiters whose holder it was.  Caller holds the lock.
  */
 static void
 wake_oldest(int kind, uint64 key, Oid dbid, Oid role, int64 count,
@@ -358,27 +406,32 @@ wake_oldest(int kind, uint64 key, Oid dbid, Oid role, int64 count,
 		{
 			WaitSlot   *s = &wait_shared->slots[i];
 
-			if (s->ticket <= after || s->woken || s->dbid != dbid)
+			if (s->ticket <= after || s->dbid != dbid)
 				continue;
-			if (kind == DL_WAIT_SESSION ?
-				s->kind != DL_WAIT_LEASE || s->session_key != key :
-				s->kind != kind || s->key != key)
-				continue;
-			if (kind != DL_WAIT_QUEUE)
+			if (kind == DL_WAIT_SESSION)
 			{
-				s->woken = true;
-				s->woken_for = role;
-				SetLatch(&GetPGProcByNumber(i)->procLatch);
+				if (s->kind == DL_WAIT_LEASE && s->session_key == key &&
+					!s->woken)
+				{
+					s->woken = true;
+					s->woken_for = role;
+					SetLatch(&GetPGProcByNumber(i)->procLatch);
+				}
 				continue;
 			}
+			if (s->kind != kind || s->key != key ||
+				(kind == DL_WAIT_QUEUE && s->woken))
+				continue;
 			if (best < 0 || s->ticket < wait_shared->slots[best].ticket)
 				best = i;
 		}
-		if (best < 0)
+		if (best < 0 || wait_shared->slots[best].woken)
 			return;
 		wait_shared->slots[best].woken = true;
 		wait_shared->slots[best].woken_for = role;
 		SetLatch(&GetPGProcByNumber(best)->procLatch);
+		if (kind != DL_WAIT_QUEUE)
+			return;
 	}
 }
 
@@ -430,7 +483,8 @@ wake_xact_callback(XactEvent event, void *arg)
 /*
  * A subtransaction's abort gives back at once what its claims took (the
  * rows are claimable as soon as it has aborted); what it made available
- * is never committed, and waking for it only costs a look.
+ * is never committed, and waking for it only costs a look.  Its commit
+ * hands its claims' notes to its parent.
  */
 static void
 wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -439,8 +493,21 @@ wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	ListCell   *lc;
 	int			level = GetCurrentTransactionNestLevel();
 
-	if (event != SUBXACT_EVENT_ABORT_SUB || wait_pending == NIL ||
-		wait_shared == NULL)
+	if (wait_pending == NIL || wait_shared == NULL)
+		return;
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		/* its claims are now its parent's, to give back if that aborts */
+		foreach(lc, wait_pending)
+		{
+			PendingWake *pw = (PendingWake *) lfirst(lc);
+
+			if (pw->abort_level >= level)
+				pw->abort_level = level - 1;
+		}
+		return;
+	}
+	if (event != SUBXACT_EVENT_ABORT_SUB)
 		return;
 	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
 	wake_pending(false, level);
