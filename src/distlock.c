@@ -22,8 +22,10 @@
  */
 #include "postgres.h"
 
+#include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/memutils.h"
 #include "utils/guc.h"
 
 #include "distlock.h"
@@ -38,11 +40,21 @@ bool		dl_direct_path = true;
 /* Whether distlock was loaded by shared_preload_libraries. */
 static bool dl_preloaded = false;
 
-/* Whether the background workers reap and prune (worker.c). */
+/*
+ * Whether the background workers reap and prune in this database
+ * (worker.c); asked in a transaction.
+ */
 bool
 dl_background_maintenance(void)
 {
-	return dl_preloaded && dl_maintenance_naptime > 0;
+	static char *dbname = NULL;
+
+	if (!dl_preloaded || dl_maintenance_naptime <= 0)
+		return false;
+	if (dbname == NULL)
+		dbname = MemoryContextStrdup(TopMemoryContext,
+									 get_database_name(MyDatabaseId));
+	return dl_maintenance_serves(dbname);
 }
 
 /*

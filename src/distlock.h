@@ -321,6 +321,7 @@ extern int	dl_lock_retention;
 extern int	dl_maintenance_naptime;
 extern char *dl_maintenance_databases;
 extern void dl_worker_preload(void);
+extern bool dl_maintenance_serves(const char *dbname);
 
 /* wait.c */
 extern uint64 dl_wait_key(Datum value, bool is_uuid);

@@ -349,8 +349,8 @@ dl_worker_preload(void)
 }
 
 /* Whether dbname is one distlock.maintenance_databases lets us serve. */
-static bool
-launcher_serves(const char *dbname)
+bool
+dl_maintenance_serves(const char *dbname)
 {
 	char	   *list;
 	List	   *names;
@@ -427,7 +427,7 @@ launcher_round(List **dbs)
 		bool		stopped;
 
 		if (!db->datallowconn || db->datistemplate ||
-			!launcher_serves(NameStr(db->datname)))
+			!dl_maintenance_serves(NameStr(db->datname)))
 			continue;
 
 		foreach(lc, *dbs)
@@ -656,7 +656,9 @@ distlock_maintenance_main(Datum arg)
 	if (slot == NULL || (other != 0 && BackendPidGetProc(other) != NULL))
 		proc_exit(0);
 	SpinLockAcquire(&worker_shared->mutex);
-	if (slot->paused_until <= GetCurrentTimestamp())
+	/* ... and none came in between */
+	if (slot->paused_until <= GetCurrentTimestamp() &&
+		(slot->pid == other || slot->pid == 0))
 		slot->pid = MyProcPid;
 	else
 		slot = NULL;
@@ -689,7 +691,7 @@ distlock_maintenance_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 		/* the settings may have stopped the workers, or this one */
-		if (dl_maintenance_naptime <= 0 || !launcher_serves(dbname))
+		if (dl_maintenance_naptime <= 0 || !dl_maintenance_serves(dbname))
 			break;
 		more = maintenance_pass();
 		if (more < 0)

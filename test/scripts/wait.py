@@ -1,10 +1,12 @@
 """test/scripts/wait.py -- the waiting calls, against a running cluster.
 
 Run by test/scripts/wait.sh, once against a server with distlock preloaded
-(waiters woken by the committing transaction) and once without (waiters
-look again every distlock.wait_poll_interval):
+(waiters woken by the committing transaction, a background worker reaps)
+and once without: on PostgreSQL 17 and later the waiters are still woken
+(shared memory from the DSM registry, "dsm"), before 17 they look again
+every distlock.wait_poll_interval ("poll"):
 
-    wait.py preload|poll
+    wait.py preload|dsm|poll
 
 Connects with the PG* environment; prints "ok - ..." or "not ok - ..."
 lines.  Times are asserted only where the issue states a bound (a cancel
@@ -21,7 +23,8 @@ import time
 import psycopg
 
 MODE = sys.argv[1]
-PRELOAD = MODE == "preload"
+PRELOAD = MODE == "preload"         # a background worker reaps
+WOKEN = MODE in ("preload", "dsm")  # waiters are woken
 results = []
 
 
@@ -186,7 +189,7 @@ used = cpu_seconds(c.pid) - before
 print(f"# [{MODE}] CPU time of a waiting backend over 5 s: {used:.3f} s")
 # preloaded it only sleeps; polling looks 50 times a second
 check("a waiting backend uses next to no CPU over 5 s",
-      used <= (0.05 if PRELOAD else 0.5), True)
+      used <= (0.05 if WOKEN else 0.5), True)
 
 # pg_cancel_backend ends the wait at once.
 t0 = time.monotonic()
@@ -265,7 +268,7 @@ for w in waiters:
     w.join()
 check("... until their wait ends, with nothing",
       sorted(len(w.result) for w in waiters), [0] * 15 + [1])
-if PRELOAD:
+if WOKEN:
     woken = sum(w.woken for w in waiters)
     print(f"# [{MODE}] waiters woken by one job: {woken}")
     # the one that took the job asked for one, so it hands on to the next
@@ -291,6 +294,24 @@ c = claim_wait("kept-alive", brief, "5 s")
 c.join()
 check("a waiting claim keeps its session alive past the session's ttl",
       (c.result, one("SELECT distlock.heartbeat(%s)", brief)), ([], True))
+
+# A claim that rolls back, in a subtransaction released into its parent,
+# gives its job back to a waiter.
+job = enqueue("rolled-back")
+with connect() as conn:
+    conn.execute("BEGIN")
+    conn.execute("SAVEPOINT a")
+    conn.execute("SELECT count(*) FROM distlock.claim('rolled-back', %s)",
+                 (sid,))
+    conn.execute("RELEASE a")
+    c = claim_wait("rolled-back", sid, "30 s")
+    until_waiting([c])
+    time.sleep(0.3)
+    conn.execute("ROLLBACK")
+c.join()
+check("a claim rolled back gives its job to a waiting claim", ids(c.result),
+      [job])
+check("... long before the wait ends", c.elapsed() < 10, True)
 
 # At REPEATABLE READ: each look is a transaction of its own.
 c = Call("CALL distlock.claim_wait(%s, %s, 1, '30 s')", ("rr", sid))
@@ -323,7 +344,7 @@ for w in xs:
     w.join()
 check("waiters that may not take another role's job leave it",
       [w.result for w in xs], [[], []])
-if PRELOAD:
+if WOKEN:
     check("... each woken at most once (the wake-up goes forward only)",
           sum(w.woken for w in xs) <= 2, True)
 
@@ -405,6 +426,22 @@ with connect() as conn:
     got = conn.execute("CALL distlock.acquire('free-now', 'w', wait => '0')"
                        ).fetchone()[0]
     check("... and wait => '0' is try_acquire()", got is not None, True)
+
+# A session-bound acquirer keeps its session alive while it waits in line.
+one("SELECT distlock.try_acquire('queued', 'holder', '60 s')")
+first = Call("CALL distlock.acquire('queued', 'a', wait => '30 s')")
+first.start()
+until_waiting([first])
+brief = session("2 s")
+second = Call("CALL distlock.acquire('queued', 'b', '60 s', %s,"
+              " wait => '5 s')", (brief,))
+second.start()
+second.join()
+check("an acquirer waiting in line keeps its session alive",
+      (second.result, one("SELECT distlock.heartbeat(%s)", brief)),
+      (None, True))
+admin.execute("SELECT pg_cancel_backend(%s)", (first.pid,))
+first.join()
 
 # The holder's own acquire re-enters at once, ahead of the line.
 holder = one("SELECT distlock.try_acquire('reenter', 'holder', '60 s')")

@@ -2,7 +2,8 @@
 # test/scripts/wait.sh -- the calls that wait in the server (claim_wait,
 # complete_and_claim_wait, acquire), on a server where distlock is
 # preloaded (waiters are woken by the committing transaction) and on one
-# where it is not (they look again every distlock.wait_poll_interval);
+# where it is not (they look again every distlock.wait_poll_interval, or,
+# from PostgreSQL 17 on, are woken through the DSM registry);
 # the cases are in wait.py.  Then a waiting claim through PgBouncer in
 # transaction pooling mode.
 set -euo pipefail
@@ -16,7 +17,12 @@ cluster_stop
 rm -rf "$dir"
 
 test_cluster_start wait-poll
-$py "$top/test/scripts/wait.py" poll || true
+# from 17 on, waiters are woken without preloading too (the DSM registry)
+if [ "$(psql -At -c "SHOW server_version_num")" -ge 170000 ]; then
+	$py "$top/test/scripts/wait.py" dsm || true
+else
+	$py "$top/test/scripts/wait.py" poll || true
+fi
 
 # Through PgBouncer in transaction mode: the CALL is one transaction to
 # the pooler, and its server connection is the waiter's until it returns.
