@@ -7,4 +7,4 @@
 SELECT bench_sid(:client_id) AS sid, 1 AS have_sid \gset
 \endif
 CALL distlock.claim_wait('bench', :sid, 1, '1 second', NULL) \gset
-SELECT distlock.complete(((:'jobs')::jsonb -> 0 ->> 'id')::bigint, :sid);
+SELECT distlock.complete(((:jobs)::jsonb -> 0 ->> 'id')::bigint, :sid);

@@ -11,9 +11,27 @@ set -euo pipefail
 
 py=/usr/bin/python3		# Debian's, which has psycopg
 
+# stop_with_waiter LABEL: a fast shutdown while a claim waits ends the
+# wait at once (57P01) and does not wait for it.
+stop_with_waiter()
+{
+	local sid start rc
+	sid=$(psql -At -c "SELECT distlock.session_open('1 hour')")
+	psql -c "CALL distlock.claim_wait('stop', '$sid', 1, '60 s')" \
+		>"$dir/stop.out" 2>&1 &
+	local waiter=$!
+	sleep 1
+	start=$SECONDS
+	cluster_stop
+	wait $waiter
+	rc=$?
+	check "[$1] a fast shutdown ends a waiting call at once, and is not held up" \
+		"$rc/$(grep -c 'terminating connection due to administrator command' "$dir/stop.out")/$((SECONDS - start < 10))" "1/1/1"
+}
+
 test_cluster_start wait-preload "shared_preload_libraries = 'distlock'"
 $py "$top/test/scripts/wait.py" preload || true
-cluster_stop
+stop_with_waiter preload
 rm -rf "$dir"
 
 test_cluster_start wait-poll
@@ -43,3 +61,5 @@ wait
 elapsed=$((SECONDS - start < 10))
 check "a waiting claim through PgBouncer in transaction mode gets its job" \
 	"$(echo "$got" | grep -c '"queue": "pooled"')/$elapsed" "1/1"
+stop_pgbouncer
+stop_with_waiter no-preload
