@@ -451,8 +451,12 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 				 text_to_cstring(queue), n);
 		if (n > 0)
 		{
-			/* more jobs may be there for the next in line */
-			if (waiting && n == max_jobs)
+			/*
+			 * More jobs may be there for the next in line, if this look was
+			 * not woken for them (a committing transaction wakes as many
+			 * waiters as it made jobs available), but came at a due time.
+			 */
+			if (waiting && !woken && n == max_jobs)
 				dl_wait_pass_on(InvalidOid);
 			break;
 		}

@@ -34,17 +34,18 @@
  * looks, or was already waiting, and then is woken, or another waiter is.
  * A waiter takes its wake-up (clears the mark) just before it looks, and
  * does not sleep while the mark is set: the latch alone could be reset by
- * a lock or I/O wait in between.  A woken waiter that
- * cannot use the wake-up hands it on to the next oldest waiter of its key:
- * when it leaves (timeout, cancel, error, disconnect) before looking again,
- * and when the work was another role's that it may not act for; and one
- * that took as many jobs as it asked for wakes the next (there may be
- * more), who hands nothing on if it finds none.  A wake-up is handed only
- * to a waiter that came later, so it never goes round in circles.  So one job wakes one
- * waiter (two if the first asked for one job), not the herd.  What no note covers (a transaction committed
- * with PREPARE TRANSACTION, whose COMMIT PREPARED may run in another
- * backend) is found at the waiter's next look: when its wait ends, or when
- * the job it knew would be due next becomes due.
+ * a lock or I/O wait in between.  A woken waiter that cannot use the
+ * wake-up hands it on to the next oldest waiter of its key: when it leaves
+ * (timeout, cancel, error, disconnect) before its look is done, and when
+ * the work was another role's that it may not act for.  One that was not
+ * woken (it looked at a due time) and took as many jobs as it asked for
+ * wakes the next (there may be more), who hands nothing on if it finds
+ * none.  A wake-up is handed only to a waiter that came later, so it never
+ * goes round in circles.  So one job wakes one waiter, not the herd.  What
+ * no note covers (a transaction committed with PREPARE TRANSACTION, whose
+ * COMMIT PREPARED may run in another backend) is found at the waiter's
+ * next look: when its wait ends, or when the job it knew would be due next
+ * becomes due.
  *
  * Locking: one LWLock over all slots, held only to read or change slots
  * and to set latches, never while anything else is taken.
