@@ -27,6 +27,9 @@
  * user id and the setting and cleans up SPI, as it does for SECURITY
  * DEFINER.
  *
+ * wait.c runs its calls of distlock's own functions through dl_exec() too,
+ * but as the caller, outside dl_enter(): those functions enter themselves.
+ *
  * Plans are prepared on first use and kept for the life of the backend
  * (SPI_keepplan); the plan cache re-plans them if the tables change.  They
  * are always generic plans (CURSOR_OPT_GENERIC_PLAN, whatever

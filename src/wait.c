@@ -81,14 +81,12 @@ PG_FUNCTION_INFO_V1(distlock_acquire);
  */
 #define DISTLOCK_WAIT_RECHECK_USECS	(5 * USECS_PER_SEC)
 
-/* What the waiting calls run through SPI, as the caller. */
-typedef struct WaitStmt
-{
-	const char *sql;
-	int			nargs;
-	Oid			argtypes[6];
-	SPIPlanPtr	plan;
-} WaitStmt;
+/*
+ * What the waiting calls run through SPI (exec.c's dl_exec()) as the
+ * caller, outside dl_enter(): the calls they extend check the caller's
+ * rights themselves.  Every name is qualified, since the caller's
+ * search_path is in force.
+ */
 
 /*
  * The jobs claimed, as a jsonb array of objects (a column of distlock.jobs
@@ -96,19 +94,19 @@ typedef struct WaitStmt
  * client can read it, and an argument of the table's row type would keep
  * the table's columns from being altered.
  */
-static WaitStmt claim_stmt = {
+static DistlockStmt claim_stmt = {
 	"SELECT pg_catalog.jsonb_agg(j), pg_catalog.count(*)"
 	" FROM distlock.claim($1, $2, $3) AS j",
 	3, {TEXTOID, UUIDOID, INT4OID}
 };
 
-static WaitStmt complete_and_claim_stmt = {
+static DistlockStmt complete_and_claim_stmt = {
 	"SELECT pg_catalog.jsonb_agg(j), pg_catalog.count(*)"
 	" FROM distlock.complete_and_claim($1, $2, $3, $4) AS j",
 	4, {INT8OID, UUIDOID, JSONBOID, INT4OID}
 };
 
-static WaitStmt try_acquire_stmt = {
+static DistlockStmt try_acquire_stmt = {
 	"SELECT distlock.try_acquire($1, $2, $3, $4, $5)",
 	5, {TEXTOID, TEXTOID, INTERVALOID, UUIDOID, INTERVALOID}
 };
@@ -135,15 +133,9 @@ static DistlockStmt session_ttl_stmt = {
 	1, {UUIDOID}
 };
 
-static WaitStmt heartbeat_stmt = {
+static DistlockStmt heartbeat_stmt = {
 	"SELECT distlock.heartbeat($1)",
 	1, {UUIDOID}
-};
-
-/* Who holds lock $1 now, as committed. */
-static DistlockStmt lease_owner_stmt = {
-	"SELECT owner FROM distlock.locks WHERE name = $1",
-	1, {TEXTOID}
 };
 
 /* What keeps lock $1 from others, if its holder does nothing. */
@@ -243,28 +235,15 @@ wait_begin_call(FunctionCallInfo fcinfo, int argno, const char *fname,
  * and the second (a count), if count is given.
  */
 static Datum
-wait_run(WaitStmt *stmt, Datum *values, const char *nulls, bool *isnull,
+wait_run(DistlockStmt *stmt, Datum *values, const char *nulls, bool *isnull,
 		 int64 *count, MemoryContext cxt)
 {
-	int			rc;
 	Datum		result;
 	Form_pg_attribute att;
 	MemoryContext old;
 
-	if (stmt->plan == NULL)
-	{
-		SPIPlanPtr	plan = SPI_prepare(stmt->sql, stmt->nargs,
-									   stmt->argtypes);
-
-		if (plan == NULL || SPI_keepplan(plan) != 0)
-			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
-				 stmt->sql, SPI_result_code_string(SPI_result));
-		stmt->plan = plan;
-	}
-	rc = SPI_execute_plan(stmt->plan, values, nulls, false, 1);
-	if (rc != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
-			 stmt->sql, SPI_result_code_string(rc));
+	if (dl_exec(stmt, values, nulls, 1) != 1)
+		elog(ERROR, "\"%s\" returned no row", stmt->sql);
 	if (count != NULL)
 	{
 		bool		count_null;
@@ -410,13 +389,13 @@ wait_result(FunctionCallInfo fcinfo, Datum value, bool isnull,
  */
 static Datum
 wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
-			  TimestampTz deadline, bool atomic, WaitStmt *first,
+			  TimestampTz deadline, bool atomic, DistlockStmt *first,
 			  Datum *first_values, const char *first_nulls, bool *isnull,
 			  MemoryContext cxt)
 {
 	Datum		jobs;
 	Datum		values[3];
-	WaitStmt   *stmt = first;
+	DistlockStmt *stmt = first;
 	Datum	   *args = first_values;
 	const char *nulls = first_nulls;
 	DistlockCall call = {.caller = GetUserId()};
@@ -651,7 +630,7 @@ wait_lease_held_by(text *name, text *owner)
 	bool		isnull;
 
 	dl_enter(&call, "distlock.acquire()", false);
-	if (dl_exec(&lease_owner_stmt, values, NULL, 1) == 1)
+	if (dl_exec(&lease_hold_stmt, values, NULL, 1) == 1)
 	{
 		Datum		d = dl_getattr(0, 1, &isnull);
 
