@@ -15,6 +15,7 @@ OBJS = \
 	src/session.o \
 	src/tables.o \
 	src/throttle.o \
+	src/token.o \
 	src/wait.o \
 	src/wake.o \
 	src/worker.o
@@ -67,7 +68,8 @@ ISOLATION = \
 	close_foreign \
 	close_rr \
 	refused_heartbeat \
-	maintain_skips_held
+	maintain_skips_held \
+	token_rebase
 
 REGRESS_OPTS = --inputdir=test
 ISOLATION_OPTS = --inputdir=test

@@ -78,3 +78,25 @@ AS 'MODULE_PATHNAME', 'distlock_maintain'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 COMMENT ON FUNCTION distlock.maintain(boolean) IS
 	'reap expired sessions, and delete up to 1000 finished jobs and (with prune_locks) 1000 free lock rows past their retention; returns the numbers';
+
+--
+-- Fencing tokens across failover (src/token.c).  A token is
+-- epoch * 2^40 + n, with epoch = base + timeline - 1: a promoted standby
+-- starts a higher timeline, so its tokens are above every token the old
+-- primary handed out, even grants that asynchronous replication lost.  On
+-- timeline 1 the epoch is 0 and tokens stay 1, 2, 3...
+--
+--	system_identifier	the cluster (pg_control_system()) base was set on;
+--						on any other (a restore, pg_upgrade) the first
+--						grant sets base to the sequence's epoch
+--	base				epoch of timeline 1
+--
+CREATE TABLE distlock.token_epoch
+(
+	system_identifier bigint NOT NULL,
+	base		bigint NOT NULL
+);
+INSERT INTO distlock.token_epoch
+	SELECT system_identifier, 0 FROM pg_catalog.pg_control_system();
+SELECT pg_catalog.pg_extension_config_dump('distlock.token_epoch', '');
+REVOKE ALL ON distlock.token_epoch FROM PUBLIC;

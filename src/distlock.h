@@ -285,6 +285,10 @@ extern bool dl_session_acting(DistlockCall *call, Datum session_id);
 extern int	dl_reap_expired(TimestampTz now, int limit);
 extern int	dl_reap_all(void);
 
+/* token.c */
+extern void dl_token_prepare(void);
+extern void dl_token_drawn(void);
+
 /* wake.c: who waits for what, and waking them */
 typedef enum DistlockWaitKind
 {

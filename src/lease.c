@@ -34,9 +34,10 @@
  * lock, without waiting and without keeping a lock: session.c), and only
  * then reads the clock (see distlock.h).  A grant bound to the caller's own
  * session is made only while that session is still live at the grant's
- * instant.  Every token drawn is made durable before it is returned
- * (lease_token_drawn()), so no crash hands it out again.  Two contenders are
- * thus serialised on the lock row and the second sees the first's grant.
+ * instant.  Every token drawn is made durable before it is returned, so no
+ * crash hands it out again, and carries the timeline's epoch, so no failover
+ * does (token.c).  Two contenders are thus serialised on the lock row and
+ * the second sees the first's grant.
  * fence() keeps its FOR SHARE lock until the caller's transaction ends, so
  * no other owner can take the lock before the writes fenced by it commit.
  *
@@ -84,18 +85,11 @@
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
-#include "access/relation.h"
 #include "access/xact.h"
-#include "access/xlog.h"
-#include "catalog/pg_sequence.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "storage/bufmgr.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
-#include "utils/syscache.h"
 
 #include "distlock.h"
 
@@ -302,60 +296,6 @@ lease_expiry(Interval *ttl, TimestampTz now, Datum *value, char *null)
 }
 
 /*
- * A grant has just drawn a token from distlock.token_seq: make sure no
- * token is ever handed out twice or out of order, before this one is
- * returned.
- *
- * The sequence must still hand out increasing values to every backend:
- * one at a time (CACHE 1: a backend's cached values would come after values
- * other backends drew later), upwards, never wrapping, and logged (an
- * unlogged sequence restarts after a crash).  Its owner could change that
- * with ALTER SEQUENCE; the grant then fails with 55000, which undoes it.
- * Checked here, where a token was drawn, so that refusals pay nothing.
- *
- * Then the WAL is flushed up to the sequence's last record, so that the
- * token is never drawn again whether or not this transaction commits and
- * whatever synchronous_commit says: nextval() logs values ahead of those
- * it hands out and flushes only at commit, and only with synchronous_commit
- * on; a crash before that would restart the sequence below a token a
- * client already holds.  The flush costs a WAL write only when nextval()
- * has just logged ahead, once every 32 tokens.
- */
-static void
-lease_token_drawn(void)
-{
-	Oid			seqid = dl_catalog()->token_seq;
-	HeapTuple	tup;
-	Form_pg_sequence seqform;
-	bool		ok;
-	Relation	seq;
-	Buffer		buf;
-	XLogRecPtr	lsn;
-
-	tup = SearchSysCache1(SEQRELID, ObjectIdGetDatum(seqid));
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "cache lookup failed for sequence %u", seqid);
-	seqform = (Form_pg_sequence) GETSTRUCT(tup);
-	ok = seqform->seqcache == 1 && seqform->seqincrement > 0 &&
-		!seqform->seqcycle &&
-		get_rel_persistence(seqid) == RELPERSISTENCE_PERMANENT;
-	ReleaseSysCache(tup);
-	if (!ok)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("sequence \"distlock.token_seq\" cannot hand out fencing tokens in order"),
-				 errdetail("Fencing tokens need a logged sequence with CACHE 1, a positive INCREMENT and NO CYCLE."),
-				 errhint("Restore it with ALTER SEQUENCE distlock.token_seq SET LOGGED CACHE 1 INCREMENT 1 NO CYCLE.")));
-
-	seq = relation_open(seqid, AccessShareLock);
-	buf = ReadBuffer(seq, 0);
-	lsn = BufferGetLSNAtomic(buf);
-	ReleaseBuffer(buf);
-	relation_close(seq, AccessShareLock);
-	XLogFlush(lsn);
-}
-
-/*
  * The instant of a grant bound to a session (has_session) that the call
  * found live until *session_expires: the session must still be live then,
  * or the grant would be dead on arrival (55000).  Should that expiry have
@@ -415,6 +355,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 
 	dl_enter(&call, "distlock.try_acquire()", true);
 	values[5] = ObjectIdGetDatum(call.caller);
+	dl_token_prepare();
 
 	if (has_session)
 		dl_session_use(&call, values[2], &session_expires);
@@ -437,7 +378,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 			token = dl_getint64(0, 1);
 			/* the statement may have waited for the row: still live? */
 			(void) lease_grant_now(has_session, &session_expires, values[2]);
-			lease_token_drawn();
+			dl_token_drawn();
 			dl_leave(&call);
 			PG_RETURN_INT64(token);
 		}
@@ -482,7 +423,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 				token = dl_getint64(0, 1);
 				(void) lease_grant_now(has_session, &session_expires,
 									   values[2]);
-				lease_token_drawn();
+				dl_token_drawn();
 				break;
 			}
 			CHECK_FOR_INTERRUPTS();
@@ -505,7 +446,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		granted = true;
 		token = dl_getint64(0, 1);
 		if (!reentry)
-			lease_token_drawn();
+			dl_token_drawn();
 		break;
 	}
 	dl_leave(&call);

@@ -58,3 +58,6 @@ check "dedup keys still enforced" \
 acls="SELECT string_agg(c.relname || ':' || coalesce(c.relacl::text, '-'), ' ' ORDER BY c.relname)
 	FROM pg_class c WHERE c.relnamespace = 'distlock'::regnamespace"
 check "privileges restored" "$(psql -At -d dst -c "$acls")" "$(psql -At -d src -c "$acls")"
+check "the token epoch's row came along and was rebased on this cluster: one row, base 0" \
+	"$(psql -At -d dst -c "SELECT count(*), min(base), bool_and(e.system_identifier = c.system_identifier)
+		FROM distlock.token_epoch e, pg_control_system() c")" "1|0|t"

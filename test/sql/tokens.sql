@@ -21,3 +21,49 @@ SELECT count(*) AS granted FROM distlock.locks WHERE name = 'tok';
 SELECT distlock.try_acquire('tok', 'a') >
 	   (SELECT max(token) FROM distlock.locks WHERE name <> 'tok') AS larger;
 SELECT distlock.release('tok', 'a');
+
+-- The epoch (src/token.c): a token is epoch * 2^40 + n, with epoch = base +
+-- timeline - 1.  Installed here: one row naming this cluster, base 0, so on
+-- timeline 1 tokens are small.
+SELECT count(*) AS rows, bool_and(e.base = 0) AS base_0,
+	   bool_and(e.system_identifier = c.system_identifier) AS this_cluster
+FROM distlock.token_epoch e, pg_control_system() c;
+SELECT pg_current_wal_lsn() IS NOT NULL AS primary,
+	   (SELECT timeline_id FROM pg_control_checkpoint()) AS timeline;
+SELECT distlock.try_acquire('ep', 'a') < 2 ^ 40 AS epoch_0;
+SELECT distlock.release('ep', 'a');
+
+-- A restore or pg_upgrade brings the row of another cluster along (beside
+-- the one CREATE EXTENSION wrote) and a sequence in a later epoch: the
+-- first grant rebases on the sequence's epoch and goes on from it.  Each
+-- backend checks once per timeline, hence the new connections.
+SELECT setval('distlock.token_seq', (3 * 2 ^ 40)::bigint + 5) > 0 AS set;
+INSERT INTO distlock.token_epoch VALUES (42, 7);
+\c
+SELECT distlock.try_acquire('ep', 'b') - 3 * 2 ^ 40 AS in_epoch_3;
+SELECT count(*) AS rows, bool_and(e.base = 3) AS base_3,
+	   bool_and(e.system_identifier = c.system_identifier) AS this_cluster
+FROM distlock.token_epoch e, pg_control_system() c;
+SELECT distlock.release('ep', 'b');
+
+-- a base above the sequence raises it to the epoch's start first
+UPDATE distlock.token_epoch SET base = 5;
+\c
+SELECT distlock.try_acquire('ep', 'a') - 5 * 2 ^ 40 AS in_epoch_5;
+SELECT distlock.try_acquire('ep2', 'a') - 5 * 2 ^ 40 AS next;
+SELECT distlock.release('ep', 'a'), distlock.release('ep2', 'a');
+
+-- an empty table counts as another cluster's: rebased, nothing goes back
+DELETE FROM distlock.token_epoch;
+\c
+SELECT distlock.try_acquire('ep', 'b') - 5 * 2 ^ 40 AS in_epoch_5;
+SELECT base FROM distlock.token_epoch;
+SELECT distlock.release('ep', 'b');
+
+-- an epoch past 2^23 - 1 cannot be represented: 54000, nothing granted
+UPDATE distlock.token_epoch SET base = 8388608;
+\c
+SELECT attempt('distlock.try_acquire(''ep'', ''a'')');
+SELECT owner FROM distlock.locks WHERE name = 'ep';
+UPDATE distlock.token_epoch SET base = 5;
+\c

@@ -1,0 +1,243 @@
+/*-------------------------------------------------------------------------
+ *
+ * token.c
+ *		Fencing tokens: their layout, their epochs, their durability.
+ *
+ * A token is epoch * 2^40 + n.  Tokens come from distlock.token_seq (see
+ * lease.c for why a sequence, drawn while the lock row is locked), and a
+ * token drawn once is never drawn again on this server, even after a crash
+ * (dl_token_drawn()).  A failover is another matter: with asynchronous
+ * replication, grants the old primary made after its standby last heard
+ * from it are lost, sequence advances included, and the promoted standby
+ * would hand out those tokens again to other owners.  So the epoch is tied
+ * to what promotion is sure to raise, the timeline:
+ *
+ *		epoch = base + timeline - 1
+ *
+ * and before a backend draws its first token on a timeline it makes sure
+ * the sequence stands at epoch * 2^40 or above (dl_token_prepare()).  A
+ * promotion always starts a timeline higher than every timeline the old
+ * primary wrote on (the history files make sure of that, across chained
+ * promotions and point-in-time recovery too), so the first token after it
+ * is larger than every token granted before it anywhere in the cluster's
+ * history, lost or not.  On timeline 1 with base 0 the epoch is 0: a
+ * cluster that never failed over hands out 1, 2, 3...
+ *
+ * base starts at 0 and lives in distlock.token_epoch, one row with the
+ * system identifier of the cluster it was set on.  A new cluster starts
+ * again at timeline 1 while the sequence, restored by pg_dump or carried by
+ * pg_upgrade, may already be in a later epoch; timeline arithmetic alone
+ * would then never move past it, and a failover of the new cluster could
+ * hand out again what its lost grants had.  So when the row names another
+ * cluster (pg_dump and pg_upgrade carry it, a base backup and its standbys
+ * share the identifier), base becomes the sequence's epoch: the epoch of
+ * the timeline where that happens is at or above every epoch the old
+ * cluster used, and every later timeline's is above it, so the argument
+ * above holds again.  (On timeline 1 tokens simply go on from the restored
+ * sequence.)  Should the rebase itself be lost to a failover, the promoted
+ * server rebases from a sequence at least as far on, on a higher timeline,
+ * and lands above every epoch the lost rebase used.
+ *
+ * An epoch holds 2^40 (about 10^12) tokens; a server that drew more on one
+ * timeline would run into the next epoch, which a failover could then
+ * repeat.  Tokens stay below 2^53, exact in JavaScript numbers and JSON
+ * doubles, while the epoch is below 8192.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/token.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/xlog.h"
+#include "catalog/pg_sequence.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "distlock.h"
+
+#define TOKEN_EPOCH_BITS	40
+#define TOKEN_EPOCH_MAX		((INT64CONST(1) << (63 - TOKEN_EPOCH_BITS)) - 1)
+
+/* The timeline and sequence this backend last made sure of. */
+static TimeLineID ready_timeline = 0;
+static Oid	ready_seq = InvalidOid;
+
+static DistlockStmt epoch_stmt = {
+	"SELECT system_identifier, base FROM distlock.token_epoch",
+	0, {InvalidOid}
+};
+
+static DistlockStmt rebase_stmt = {
+	"WITH gone AS (DELETE FROM distlock.token_epoch)"
+	" INSERT INTO distlock.token_epoch VALUES ($1, $2)",
+	2, {INT8OID, INT8OID}
+};
+
+static DistlockStmt last_stmt = {
+	"SELECT last_value FROM distlock.token_seq",
+	0, {InvalidOid}
+};
+
+static DistlockStmt setval_stmt = {
+	"SELECT setval('distlock.token_seq', $1)",
+	1, {INT8OID}
+};
+
+/*
+ * The base set on this cluster, in *base; false if the table holds anything
+ * but exactly one row naming this cluster.
+ */
+static bool
+token_base(int64 *base)
+{
+	if (dl_exec(&epoch_stmt, NULL, NULL, 0) != 1 ||
+		(uint64) dl_getint64(0, 1) != GetSystemIdentifier())
+		return false;
+	*base = dl_getint64(0, 2);
+	return true;
+}
+
+/*
+ * Make sure the next token drawn is in this timeline's epoch or later.
+ * Called by every call that may grant, before it draws; after the first
+ * call on a timeline it costs a comparison.
+ *
+ * The sequence is raised under a lock on distlock.token_epoch, so that two
+ * backends cannot both find it below the epoch and the second set it back
+ * after the first drew from it; setval() is not transactional, so the lock
+ * goes at once, unless this transaction rebased (then a second rebase waits
+ * to see ours).  Nothing else raises it but nextval().
+ */
+void
+dl_token_prepare(void)
+{
+	const DistlockCatalog *cat = dl_catalog();
+	TimeLineID	timeline;
+	Oid			epochid;
+	int64		base;
+	int64		epoch;
+	int64		floor;
+	bool		rebased = false;
+
+	/* a call that writes is refused in recovery before it gets here */
+	if (RecoveryInProgress())
+		return;
+	timeline = GetWALInsertionTimeLine();
+	if (timeline == ready_timeline && cat->token_seq == ready_seq)
+		return;
+
+	/* installed as 1.0 and not updated yet: no epochs */
+	epochid = get_relname_relid("token_epoch", cat->schema);
+	if (!OidIsValid(epochid))
+		return;
+
+	if (!token_base(&base))
+	{
+		LockRelationOid(epochid, ShareRowExclusiveLock);
+		if (!token_base(&base))
+		{
+			Datum		values[2];
+
+			dl_exec(&last_stmt, NULL, NULL, 0);
+			base = dl_getint64(0, 1) >> TOKEN_EPOCH_BITS;
+			values[0] = Int64GetDatum((int64) GetSystemIdentifier());
+			values[1] = Int64GetDatum(base);
+			dl_exec(&rebase_stmt, values, NULL, 0);
+			rebased = true;
+		}
+	}
+
+	epoch = base + (int64) timeline - 1;
+	if (epoch > TOKEN_EPOCH_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("fencing token epoch %lld is out of range",
+						(long long) epoch),
+				 errdetail("The epoch is the base " INT64_FORMAT " in distlock.token_epoch plus timeline %u minus 1.",
+						   base, timeline)));
+	floor = epoch << TOKEN_EPOCH_BITS;
+
+	dl_exec(&last_stmt, NULL, NULL, 0);
+	if (dl_getint64(0, 1) < floor)
+	{
+		if (!rebased)
+			LockRelationOid(epochid, ShareRowExclusiveLock);
+		dl_exec(&last_stmt, NULL, NULL, 0);
+		if (dl_getint64(0, 1) < floor)
+		{
+			Datum		value = Int64GetDatum(floor);
+
+			dl_exec(&setval_stmt, &value, NULL, 0);
+		}
+		if (!rebased)
+			UnlockRelationOid(epochid, ShareRowExclusiveLock);
+	}
+
+	ready_timeline = timeline;
+	ready_seq = cat->token_seq;
+}
+
+/*
+ * A grant has just drawn a token from distlock.token_seq: make sure no
+ * token is ever handed out twice or out of order, before this one is
+ * returned.
+ *
+ * The sequence must still hand out increasing values to every backend:
+ * one at a time (CACHE 1: a backend's cached values would come after values
+ * other backends drew later), upwards, never wrapping, and logged (an
+ * unlogged sequence restarts after a crash).  Its owner could change that
+ * with ALTER SEQUENCE; the grant then fails with 55000, which undoes it.
+ * Checked here, where a token was drawn, so that refusals pay nothing.
+ *
+ * Then the WAL is flushed up to the sequence's last record, so that the
+ * token is never drawn again whether or not this transaction commits and
+ * whatever synchronous_commit says: nextval() logs values ahead of those
+ * it hands out and flushes only at commit, and only with synchronous_commit
+ * on; a crash before that would restart the sequence below a token a
+ * client already holds.  The flush costs a WAL write only when nextval()
+ * has just logged ahead, once every 32 tokens.  (It makes the token durable
+ * here, not on a standby: that is the epoch's job.)
+ */
+void
+dl_token_drawn(void)
+{
+	Oid			seqid = dl_catalog()->token_seq;
+	HeapTuple	tup;
+	Form_pg_sequence seqform;
+	bool		ok;
+	Relation	seq;
+	Buffer		buf;
+	XLogRecPtr	lsn;
+
+	tup = SearchSysCache1(SEQRELID, ObjectIdGetDatum(seqid));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for sequence %u", seqid);
+	seqform = (Form_pg_sequence) GETSTRUCT(tup);
+	ok = seqform->seqcache == 1 && seqform->seqincrement > 0 &&
+		!seqform->seqcycle &&
+		get_rel_persistence(seqid) == RELPERSISTENCE_PERMANENT;
+	ReleaseSysCache(tup);
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sequence \"distlock.token_seq\" cannot hand out fencing tokens in order"),
+				 errdetail("Fencing tokens need a logged sequence with CACHE 1, a positive INCREMENT and NO CYCLE."),
+				 errhint("Restore it with ALTER SEQUENCE distlock.token_seq SET LOGGED CACHE 1 INCREMENT 1 NO CYCLE.")));
+
+	seq = relation_open(seqid, AccessShareLock);
+	buf = ReadBuffer(seq, 0);
+	lsn = BufferGetLSNAtomic(buf);
+	ReleaseBuffer(buf);
+	relation_close(seq, AccessShareLock);
+	XLogFlush(lsn);
+}
