@@ -94,7 +94,7 @@ COMMENT ON FUNCTION distlock.maintain(boolean) IS
 CREATE TABLE distlock.token_epoch
 (
 	system_identifier bigint NOT NULL,
-	base		bigint NOT NULL
+	base		bigint NOT NULL CHECK (base BETWEEN 0 AND 8388607)
 );
 INSERT INTO distlock.token_epoch
 	SELECT system_identifier, 0 FROM pg_catalog.pg_control_system();

@@ -199,6 +199,8 @@ extern void dl_enter(DistlockCall *call, const char *fname, bool writes);
 extern void dl_leave(DistlockCall *call);
 extern uint64 dl_exec(DistlockStmt *stmt, Datum *values, const char *nulls,
 					  long count);
+extern uint64 dl_exec_latest(DistlockStmt *stmt, Datum *values,
+							 const char *nulls);
 extern Datum dl_getattr(int row, int col, bool *isnull);
 extern int64 dl_getint64(int row, int col);
 
@@ -287,7 +289,7 @@ extern int	dl_reap_all(void);
 
 /* token.c */
 extern void dl_token_prepare(void);
-extern void dl_token_drawn(void);
+extern void dl_token_drawn(int64 token);
 
 /* wake.c: who waits for what, and waking them */
 typedef enum DistlockWaitKind

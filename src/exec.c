@@ -50,6 +50,7 @@
 
 #include "miscadmin.h"
 #include "utils/guc.h"
+#include "utils/snapmgr.h"
 
 #include "distlock.h"
 
@@ -98,11 +99,9 @@ dl_leave(DistlockCall *call)
  * NULL for none), returning at most count rows (0: all).  Returns the number
  * of rows processed; the rows are in SPI_tuptable.
  */
-uint64
-dl_exec(DistlockStmt *stmt, Datum *values, const char *nulls, long count)
+static SPIPlanPtr
+exec_plan(DistlockStmt *stmt)
 {
-	int			rc;
-
 	if (stmt->plan == NULL)
 	{
 		/* always the generic plan: see the header comment */
@@ -117,12 +116,37 @@ dl_exec(DistlockStmt *stmt, Datum *values, const char *nulls, long count)
 			elog(ERROR, "SPI_keepplan failed");
 		stmt->plan = plan;
 	}
+	return stmt->plan;
+}
 
-	rc = SPI_execute_plan(stmt->plan, values, nulls, false, count);
+static uint64
+exec_done(DistlockStmt *stmt, int rc)
+{
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_plan failed for \"%s\": %s",
 			 stmt->sql, SPI_result_code_string(rc));
 	return SPI_processed;
+}
+
+uint64
+dl_exec(DistlockStmt *stmt, Datum *values, const char *nulls, long count)
+{
+	return exec_done(stmt, SPI_execute_plan(exec_plan(stmt), values, nulls,
+											false, count));
+}
+
+/*
+ * dl_exec() on the latest committed state (and this transaction's own
+ * changes) whatever the isolation level: for a decision taken under a lock
+ * that a transaction snapshot older than the lock would get wrong.
+ */
+uint64
+dl_exec_latest(DistlockStmt *stmt, Datum *values, const char *nulls)
+{
+	return exec_done(stmt, SPI_execute_snapshot(exec_plan(stmt), values, nulls,
+												GetLatestSnapshot(),
+												InvalidSnapshot, false, false,
+												0));
 }
 
 /* Column col (1-based) of result row row (0-based) of the last dl_exec(). */

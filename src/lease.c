@@ -378,7 +378,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 			token = dl_getint64(0, 1);
 			/* the statement may have waited for the row: still live? */
 			(void) lease_grant_now(has_session, &session_expires, values[2]);
-			dl_token_drawn();
+			dl_token_drawn(token);
 			dl_leave(&call);
 			PG_RETURN_INT64(token);
 		}
@@ -423,7 +423,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 				token = dl_getint64(0, 1);
 				(void) lease_grant_now(has_session, &session_expires,
 									   values[2]);
-				dl_token_drawn();
+				dl_token_drawn(token);
 				break;
 			}
 			CHECK_FOR_INTERRUPTS();
@@ -446,7 +446,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		granted = true;
 		token = dl_getint64(0, 1);
 		if (!reentry)
-			dl_token_drawn();
+			dl_token_drawn(token);
 		break;
 	}
 	dl_leave(&call);

@@ -16,11 +16,15 @@
  *
  * and before a backend draws its first token on a timeline it makes sure
  * the sequence stands at epoch * 2^40 or above (dl_token_prepare()).  A
- * promotion always starts a timeline higher than every timeline the old
- * primary wrote on (the history files make sure of that, across chained
- * promotions and point-in-time recovery too), so the first token after it
- * is larger than every token granted before it anywhere in the cluster's
- * history, lost or not.  On timeline 1 with base 0 the epoch is 0: a
+ * promotion (pg_ctl promote, pg_promote(), what HA managers run) starts a
+ * timeline higher than every timeline in the history files it can see, so
+ * the first token after it is larger than every token granted before it in
+ * the cluster's history, lost to lag or not.  Two limits, both PostgreSQL's
+ * own: a standby started without standby.signal does crash recovery and
+ * stays on its timeline, so it is no promotion; and a standby that never
+ * saw the history file of a timeline another standby was promoted to (no
+ * shared WAL archive, and the other one died before it followed) may pick
+ * the same timeline again.  On timeline 1 with base 0 the epoch is 0: a
  * cluster that never failed over hands out 1, 2, 3...
  *
  * base starts at 0 and lives in distlock.token_epoch, one row with the
@@ -28,20 +32,23 @@
  * again at timeline 1 while the sequence, restored by pg_dump or carried by
  * pg_upgrade, may already be in a later epoch; timeline arithmetic alone
  * would then never move past it, and a failover of the new cluster could
- * hand out again what its lost grants had.  So when the row names another
- * cluster (pg_dump and pg_upgrade carry it, a base backup and its standbys
- * share the identifier), base becomes the sequence's epoch: the epoch of
- * the timeline where that happens is at or above every epoch the old
- * cluster used, and every later timeline's is above it, so the argument
- * above holds again.  (On timeline 1 tokens simply go on from the restored
- * sequence.)  Should the rebase itself be lost to a failover, the promoted
- * server rebases from a sequence at least as far on, on a higher timeline,
- * and lands above every epoch the lost rebase used.
+ * hand out again what its lost grants had.  So when the table holds
+ * anything but one row naming this cluster (pg_dump and pg_upgrade carry
+ * the old row, CREATE EXTENSION before a restore writes another; a base
+ * backup and its standbys share the identifier), the first grant rebases:
+ * base becomes the sequence's epoch E, and that grant draws on in E.  Once
+ * the rebase has committed, the timeline's epoch E + timeline - 1 applies,
+ * and every later timeline's is above it.  Should the rebase be lost to a
+ * failover, the promoted server rebases from its copy of the sequence,
+ * which is in E too (only nextval() moved it since), on a higher timeline,
+ * so lands above E + timeline - 1 again.  Each restore on timeline t thus
+ * spends t - 1 epochs.
  *
- * An epoch holds 2^40 (about 10^12) tokens; a server that drew more on one
- * timeline would run into the next epoch, which a failover could then
- * repeat.  Tokens stay below 2^53, exact in JavaScript numbers and JSON
- * doubles, while the epoch is below 8192.
+ * An epoch holds 2^40 (about 10^12) tokens; a grant whose token ran past
+ * its epoch (that many grants on one timeline, or a setval() by hand) is
+ * refused (54000) rather than leave a later timeline to hand it out again.
+ * Tokens stay below 2^53, exact in JavaScript numbers and JSON doubles,
+ * while the epoch is below 8192 (not enforced).
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -68,12 +75,16 @@
 #define TOKEN_EPOCH_BITS	40
 #define TOKEN_EPOCH_MAX		((INT64CONST(1) << (63 - TOKEN_EPOCH_BITS)) - 1)
 
-/* The timeline and sequence this backend last made sure of. */
+/*
+ * The timeline, sequence and epoch this backend last made sure of;
+ * ready_epoch is -1 until then.
+ */
 static TimeLineID ready_timeline = 0;
 static Oid	ready_seq = InvalidOid;
+static int64 ready_epoch = -1;
 
 static DistlockStmt epoch_stmt = {
-	"SELECT system_identifier, base FROM distlock.token_epoch",
+	"SELECT system_identifier, base, xmin FROM distlock.token_epoch",
 	0, {InvalidOid}
 };
 
@@ -93,18 +104,38 @@ static DistlockStmt setval_stmt = {
 	1, {INT8OID}
 };
 
+/* What distlock.token_epoch says about this cluster. */
+typedef enum TokenBase
+{
+	BASE_FOREIGN,				/* anything but one row naming this cluster */
+	BASE_PENDING,				/* that row, written by this transaction */
+	BASE_SET					/* that row, committed */
+} TokenBase;
+
 /*
- * The base set on this cluster, in *base; false if the table holds anything
- * but exactly one row naming this cluster.
+ * Read distlock.token_epoch, as committed now: a transaction snapshot taken
+ * before another backend's rebase would rebase again.  *base is set unless
+ * BASE_FOREIGN.
  */
-static bool
+static TokenBase
 token_base(int64 *base)
 {
-	if (dl_exec(&epoch_stmt, NULL, NULL, 0) != 1 ||
+	bool		isnull;
+
+	if (dl_exec_latest(&epoch_stmt, NULL, NULL) != 1 ||
 		(uint64) dl_getint64(0, 1) != GetSystemIdentifier())
-		return false;
+		return BASE_FOREIGN;
 	*base = dl_getint64(0, 2);
-	return true;
+	return TransactionIdIsCurrentTransactionId(
+		DatumGetTransactionId(dl_getattr(0, 3, &isnull))) ?
+		BASE_PENDING : BASE_SET;
+}
+
+static int64
+token_last(void)
+{
+	dl_exec(&last_stmt, NULL, NULL, 0);
+	return dl_getint64(0, 1);
 }
 
 /*
@@ -112,11 +143,19 @@ token_base(int64 *base)
  * Called by every call that may grant, before it draws; after the first
  * call on a timeline it costs a comparison.
  *
- * The sequence is raised under a lock on distlock.token_epoch, so that two
- * backends cannot both find it below the epoch and the second set it back
- * after the first drew from it; setval() is not transactional, so the lock
- * goes at once, unless this transaction rebased (then a second rebase waits
- * to see ours).  Nothing else raises it but nextval().
+ * A rebase commits before anyone raises the sequence to its epoch: until
+ * then the grants of the rebasing transaction draw on in the sequence's
+ * own epoch, the one base was computed from.  Were the sequence raised
+ * first, a rollback of the rebase would leave it raised, and the next
+ * rebase would compute a base higher by the timeline, and then again, each
+ * time without a failover to hand out anything twice between them, but
+ * out of step with what a promoted standby computes from its copy.
+ *
+ * Raising the sequence happens under a lock on distlock.token_epoch, so that
+ * two backends cannot both find it below the epoch and the second set it
+ * back after the first drew from it; setval() is not transactional, so the
+ * lock goes at once.  A rebase keeps it to the end of its transaction:
+ * every other backend's first grant then waits to see that rebase.
  */
 void
 dl_token_prepare(void)
@@ -124,10 +163,10 @@ dl_token_prepare(void)
 	const DistlockCatalog *cat = dl_catalog();
 	TimeLineID	timeline;
 	Oid			epochid;
-	int64		base;
+	int64		base = 0;
 	int64		epoch;
 	int64		floor;
-	bool		rebased = false;
+	TokenBase	state;
 
 	/* a call that writes is refused in recovery before it gets here */
 	if (RecoveryInProgress())
@@ -135,56 +174,58 @@ dl_token_prepare(void)
 	timeline = GetWALInsertionTimeLine();
 	if (timeline == ready_timeline && cat->token_seq == ready_seq)
 		return;
+	ready_epoch = -1;
 
 	/* installed as 1.0 and not updated yet: no epochs */
 	epochid = get_relname_relid("token_epoch", cat->schema);
 	if (!OidIsValid(epochid))
 		return;
 
-	if (!token_base(&base))
+	state = token_base(&base);
+	if (state == BASE_FOREIGN)
 	{
 		LockRelationOid(epochid, ShareRowExclusiveLock);
-		if (!token_base(&base))
+		state = token_base(&base);
+		if (state == BASE_FOREIGN)
 		{
 			Datum		values[2];
 
-			dl_exec(&last_stmt, NULL, NULL, 0);
-			base = dl_getint64(0, 1) >> TOKEN_EPOCH_BITS;
 			values[0] = Int64GetDatum((int64) GetSystemIdentifier());
-			values[1] = Int64GetDatum(base);
+			values[1] = Int64GetDatum(token_last() >> TOKEN_EPOCH_BITS);
 			dl_exec(&rebase_stmt, values, NULL, 0);
-			rebased = true;
+			return;
 		}
+		UnlockRelationOid(epochid, ShareRowExclusiveLock);
 	}
+	if (state == BASE_PENDING)
+		return;
 
+	/* base is 0 to TOKEN_EPOCH_MAX (the table's CHECK) */
 	epoch = base + (int64) timeline - 1;
 	if (epoch > TOKEN_EPOCH_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("fencing token epoch %lld is out of range",
 						(long long) epoch),
-				 errdetail("The epoch is the base " INT64_FORMAT " in distlock.token_epoch plus timeline %u minus 1.",
-						   base, timeline)));
+				 errdetail("The epoch is the base %lld in distlock.token_epoch plus timeline %u minus 1.",
+						   (long long) base, timeline)));
 	floor = epoch << TOKEN_EPOCH_BITS;
 
-	dl_exec(&last_stmt, NULL, NULL, 0);
-	if (dl_getint64(0, 1) < floor)
+	if (token_last() < floor)
 	{
-		if (!rebased)
-			LockRelationOid(epochid, ShareRowExclusiveLock);
-		dl_exec(&last_stmt, NULL, NULL, 0);
-		if (dl_getint64(0, 1) < floor)
+		LockRelationOid(epochid, ShareRowExclusiveLock);
+		if (token_last() < floor)
 		{
 			Datum		value = Int64GetDatum(floor);
 
 			dl_exec(&setval_stmt, &value, NULL, 0);
 		}
-		if (!rebased)
-			UnlockRelationOid(epochid, ShareRowExclusiveLock);
+		UnlockRelationOid(epochid, ShareRowExclusiveLock);
 	}
 
 	ready_timeline = timeline;
 	ready_seq = cat->token_seq;
+	ready_epoch = epoch;
 }
 
 /*
@@ -209,7 +250,7 @@ dl_token_prepare(void)
  * here, not on a standby: that is the epoch's job.)
  */
 void
-dl_token_drawn(void)
+dl_token_drawn(int64 token)
 {
 	Oid			seqid = dl_catalog()->token_seq;
 	HeapTuple	tup;
@@ -240,4 +281,25 @@ dl_token_drawn(void)
 	ReleaseBuffer(buf);
 	relation_close(seq, AccessShareLock);
 	XLogFlush(lsn);
+
+	/*
+	 * A token past its epoch (2^40 tokens drawn on one timeline, or a
+	 * setval() by hand) is in an epoch a later timeline will draw from
+	 * again.  The base may have been raised by hand since this backend
+	 * looked: look again before refusing.
+	 */
+	if (ready_epoch >= 0 && (token >> TOKEN_EPOCH_BITS) > ready_epoch)
+	{
+		ready_timeline = 0;
+		dl_token_prepare();
+		if (ready_epoch >= 0 && (token >> TOKEN_EPOCH_BITS) > ready_epoch)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("fencing token %lld is past its epoch %lld",
+							(long long) token, (long long) ready_epoch),
+					 errdetail("A later timeline could hand it out again."),
+					 errhint("Raise distlock.token_epoch.base to at least %lld.",
+							 (long long) ((token >> TOKEN_EPOCH_BITS) -
+										  ((int64) ready_timeline - 1)))));
+	}
 }

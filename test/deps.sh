@@ -5,10 +5,13 @@
 # something is missing, so a machine that has everything is not touched.
 # libkrb5-dev: Debian's server headers include gssapi.h from libpq-be.h,
 # which src/wake.c needs for the client's socket.
+# postgresql-15-auto-failover, pg-auto-failover-cli: the failover test on
+# pg_auto_failover (test/failover).
 set -euo pipefail
 
 pkgs=(gcc make postgresql-15 postgresql-server-dev-15 libpq-dev
-	libipc-run-perl python3 python3-psycopg pgbouncer libkrb5-dev)
+	libipc-run-perl python3 python3-psycopg pgbouncer libkrb5-dev
+	postgresql-15-auto-failover pg-auto-failover-cli)
 
 missing=()
 for p in "${pkgs[@]}"; do
