@@ -37,6 +37,7 @@ scripts=(
 	test/scripts/wait.sh
 	test/scripts/maintenance.sh
 	test/fault/run.sh
+	test/failover/run.sh
 )
 # SCRIPTS="..." runs only those script tests ("" none), for a quicker loop.
 if [ -n "${SCRIPTS+x}" ]; then

@@ -932,6 +932,9 @@ class Check:
 def report(path):
     h = load(path)
     meta = h["meta"]
+    fo = meta.get("failover")
+    if fo:
+        attribute_waits(h)
     ck = Check(h)
     v = ck.run()
     got = ck.faults()
@@ -983,6 +986,12 @@ def report(path):
         if not applies:
             return
         msgs = v.get(inv, [])
+        if fo and fo["mode"] == "async":
+            # an asynchronous failover loses acknowledged commits: the
+            # invariants do not hold across it, failover_report() says what does
+            print("# %s %s -- not asserted across an asynchronous failover: %d violations"
+                  % (inv, text, len(msgs)))
+            return
         line(not msgs, "%s %s%s" % (inv, text, "" if not msgs else " -- %d violations" % len(msgs)))
         for m in msgs[:EXAMPLES]:
             print("#   %s" % m)
@@ -1034,8 +1043,237 @@ def report(path):
              % (", ".join("%s %d >= %d" % (k, got.get(k, 0), m) for k, m in floors.items()
                           if got.get(k, 0) >= m),
                 "; too few: " + ", ".join(short) if short else ""))
+    if fo:
+        failover_report(h, ck, line)
     if meta.get("timed_out"):
         line(False, "the run hit its time limit")
+
+
+# ---------------------------------------------------------------------------
+# Failovers (test/failover): the primary killed, its standby promoted.  The
+# history's server side is the old primary's up to the new timeline's
+# switchpoint, then the new primary's; meta.json's "failover" has the times
+# (server clock: kill_us just before the kill, promoted_us once the standby
+# wrote, open_us once clients could connect) and "restarts" the failover as
+# a restart, for the transaction ids handed out again.
+# ---------------------------------------------------------------------------
+
+def attribute_waits(h):
+    """A waiting call (CALL distlock.acquire() or claim_wait(), marked
+    "wait" in its record) commits transactions of its own while it waits:
+    heartbeats of its session, claims that reap expired sessions in
+    passing.  Their ids are nowhere in the client's records, so a change
+    under an id no operation owns, committed while such a call was in
+    flight, is given to that call as an operation of kind "wait" (which no
+    answer describes).  Any other change under an unknown id is still L6's."""
+    waits = collections.defaultdict(list)
+    for op in h["ops"]:
+        if op.get("wait") and op.get("t0") is not None:
+            waits[(op["c"], op["i"])].append(op)
+    if not waits:
+        return
+    spans = []
+    for lst in waits.values():
+        mine = sorted((o for o in h["ops"] if (o["c"], o["i"]) == (lst[0]["c"], lst[0]["i"])
+                       and o.get("t0") is not None), key=lambda o: o["t0"])
+        for op in lst:
+            # a call cut short ends, at the latest, when its client's next
+            # began, and with its server
+            end = op.get("t1") or min(
+                [o["t0"] for o in mine if o["t0"] > op["t0"]]
+                + [r["before_us"] for r in h["meta"].get("restarts", [])
+                   if r.get("before_us") and r["before_us"] > op["t0"]] + [2 ** 62])
+            spans.append((op["t0"], end, op))
+    ck = Check(h)
+    ck.index()
+    seen = set()
+    for kind, row in ck.unattributed:
+        hit = [w for lo, hi, w in spans if lo <= (row.get("at") or 0) <= hi]
+        if kind != "changes" or not hit or row["xid"] in seen:
+            continue
+        seen.add(row["xid"])
+        # calls overlap: a heartbeat is its session's call's, a reap a claim's
+        sid = (row.get("new") or row.get("old") or {}).get("id") \
+            if row["tbl"] == "sessions" else None
+        w = min(hit, key=lambda w: (w.get("sid") is None or w["sid"] != sid,
+                                    w["op"] != "claim"))
+        h["ops"].append(dict(k="op", c=w["c"], i=w["i"], s=w["s"], op="wait", outcome="ok",
+                             xid=row["xid"], t0=w["t0"], t1=row["at"], sid=w.get("sid")))
+
+
+def failover_report(h, ck, line):
+    """The failover's figures, and what must hold across it in either mode:
+    the clients found the new primary; every token granted after the
+    promotion is larger than every token handed out before the kill; no
+    fenced write after the promotion passed with a token from before unless
+    its lease came through.  Synchronous: nothing acknowledged was lost,
+    and the jobs that dead sessions held came back in time, each after its
+    session had expired.  Asynchronous: how much the lag lost (it must have
+    lost grants, or the token check saw nothing)."""
+    fo = h["meta"]["failover"]
+    sync = fo["mode"] != "async"
+    kill, prom = fo["kill_us"], fo["promoted_us"]
+
+    def s(t):
+        return (t - kill) / 1e6
+
+    ok_ops = [o for o in h["ops"] if o["outcome"] == "ok" and o.get("t0") is not None]
+    after = [o for o in ok_ops if o["t0"] >= prom and not str(o["c"]).startswith("H")]
+    first = min((o["t1"] for o in after), default=None)
+    print("# failover (%s, %s): primary gone %.2f s after the kill, standby promoted"
+          " after %.2f s, its slot created and the gate open after %.2f s; first client"
+          " operation on the new primary %s s after the kill (failover time)"
+          % (fo["mode"], fo["topology"], fo["killed_s"], fo["promoted_s"], fo["open_s"],
+             "%.2f" % s(first) if first else "never"))
+    print("# history: %d transactions of the old primary up to the switchpoint %s"
+          " (timeline %d begins), %d committed on it after the switchpoint (lost)%s;"
+          " %d lines from the new primary's slot"
+          % (fo["old_commits_kept"], fo["switchpoint"], fo["timeline"],
+             fo["old_commits_after_switch"],
+             ", %d of the new primary's that it replayed as its follower"
+             % fo["old_commits_followed"] if fo.get("old_commits_followed") else "",
+             fo["new_lines"]))
+    line(first is not None, "failover: the clients found the promoted standby by themselves"
+         " (%d operations on it, the first %s s after the kill)"
+         % (len(after), "%.2f" % s(first) if first else "never"))
+
+    # Tokens: handed out on the old primary (to a client, or in the history
+    # the standby replayed) and granted on the new one.  Whatever ended
+    # before the promotion ran on the old primary (the kill may land a few
+    # milliseconds after kill_us), whatever began after it on the new one.
+    grants = [g for gs in ck.grants.values() for g in gs]
+    pre = [g for g in grants if (g.get("commit") or 0) < prom]
+    post = [g for g in grants if (g.get("commit") or 0) >= prom]
+    given = [o for o in ok_ops if o["op"] == "acquire" and o.get("r") is not None]
+    before = [(o["name"], o["r"]) for o in given if o["t1"] < prom] + \
+        [(g["new"]["name"], g["new"]["token"]) for g in pre]
+    carried = {(g["new"]["name"], g["new"]["token"], g["new"]["owner"]) for g in pre}
+    # (a holder of a lease that came through re-enters it with its token)
+    later = [(o["name"], o["r"]) for o in given if o["t0"] >= prom
+             and (o["name"], o["r"], o.get("owner")) not in carried] + \
+        [(g["new"]["name"], g["new"]["token"]) for g in post]
+    maxb = max((t for _, t in before), default=None)
+    minl = min((t for _, t in later), default=None)
+    bad = sorted({n for n, t in later for m, b in before if n == m and t <= b})
+    ok = maxb is not None and minl is not None and minl > maxb and not bad
+    line(ok, "tokens: every token granted after the promotion is larger than every token"
+         " handed out before the failover, per name and overall (max before %s, min after %s%s)"
+         % (maxb, minl, "; not on %s" % ", ".join(map(repr, bad[:5])) if bad else ""))
+
+    # Fencing: a write accepted after the promotion carries a token granted
+    # on the new timeline, above everything before, or that of a lease the
+    # standby had replayed (it came through the failover with its holder).
+    fresh = {(g["new"]["name"], g["new"]["token"]) for g in post}
+    accepted = [(o["name"], o["token"], o["owner"], "fence() by %s" % o["owner"])
+                for o in ok_ops if o["op"] == "write" and o.get("accepted")
+                and o["t0"] >= prom]
+    accepted += [(w["name"], w["token"], w["owner"], "the resource (xid %s)" % w["xid"])
+                 for w in h["writes"] if (w.get("commit") or 0) >= prom]
+    stale = [a for a in accepted if (a[0], a[1], a[2]) not in carried
+             and not ((a[0], a[1]) in fresh and maxb is not None and a[1] > maxb)]
+    line(not stale, "fencing: after the promotion no fenced write passed with a token from"
+         " before the failover, unless its lease came through the failover (%d accepted, %d"
+         " with a lease that came through)%s"
+         % (len(accepted), sum(1 for a in accepted if a[:3] in carried),
+            "; stale: " + "; ".join("token %s of %r by %s" % (a[1], a[0], a[3])
+                                    for a in stale[:3]) if stale else ""))
+
+    # What the lag lost: acknowledged by the old primary, not in the
+    # history the standby replayed.
+    acked = {(o["name"], o["r"], o.get("owner")) for o in given if o["t1"] < prom}
+    lost = [k for k in acked if k not in carried]
+    done = {(a["new"]["id"], a["old"].get("session")) for a in ck.changes
+            if a["tbl"] == "jobs" and a["op"] == "U" and a["new"]["status"] == "completed"
+            and (a.get("commit") or 0) < prom}
+    acks = [o for o in ok_ops if o["op"] == "ack" and o.get("r") and o["t1"] < prom]
+    lost_acks = [o for o in acks if (o["job"], o["sid"]) not in done]
+    print("# lost to lag: %d of %d acknowledged grants, %d of %d acknowledged completions%s"
+          % (len(lost), len(acked), len(lost_acks), len(acks),
+             " (walreceiver stopped %.1f s before the kill, %d tokens drawn in the first"
+             " part of it)"
+             % (fo["lag_s"], fo["lag_tokens_drawn"]) if "lag_s" in fo else ""))
+    if sync:
+        line(not lost and not lost_acks, "sync: no acknowledged grant or completion was lost"
+             " (%d grants and %d completions acknowledged by the old primary)"
+             % (len(acked), len(acks)))
+    else:
+        line(bool(lost), "async: acknowledged grants were lost to the lag, so the token check"
+             " saw lost tokens (%d grants lost, the last %s)"
+             % (len(lost), max((t for _, t, _ in lost), default=None)))
+
+    # Re-delivery: jobs running at the switch whose next claim was by
+    # another session (their holder's session died: the worker killed with
+    # the primary, or one that did not come back within its ttl).  A job
+    # its holder acknowledged or failed after the failover was not lost.
+    held, back = {}, {}
+    for a in ck.changes:
+        if a["tbl"] != "jobs" or a["op"] != "U":
+            continue
+        jid, c = a["new"]["id"], a.get("commit") or 0
+        if c < prom:
+            if a["new"]["status"] == "running":
+                held[jid] = a["new"]["session"]
+            else:
+                held.pop(jid, None)
+        elif jid in held and jid not in back:
+            op = ck.op_of(a)
+            if op is not None and op["op"] in ("ack", "fail") and op.get("sid") == held[jid]:
+                back[jid] = None
+            elif a["new"]["status"] == "running":
+                back[jid] = a if a["new"]["session"] != held[jid] else None
+    moved = {j: a for j, a in back.items() if a is not None}
+    early = [j for j, a in moved.items() if ck.live_in(held[j], a["new"]["claimed"],
+                                                       a["new"]["claimed"])]
+    worst = max((((a.get("commit") or 0) - prom) / 1e6 for a in moved.values()), default=None)
+    bound = fo.get("redelivery_bound_s")
+    print("# re-delivery: %d jobs running at the kill, %d of them claimed again by another"
+          " session (their own died: %d sessions), the last %s s after the promotion"
+          % (len(held), len(moved), len({held[j] for j in moved}),
+             "%.2f" % worst if worst is not None else "-"))
+    if sync and bound:
+        ok = moved and not early and worst <= bound
+        line(ok, "sync: the jobs held at the kill by workers whose sessions died were claimed"
+             " again within %.2f s of the promotion (bound %.1f s: %s), each after its"
+             " session had expired%s"
+             % (worst or -1, bound, fo.get("redelivery_bound_why", ""),
+                "; claimed while the holder's session was live: %s" % early[:5] if early
+                else "" if moved else "; none was"))
+    if "waiting_at_kill" in fo:
+        failover_waits(h, ck, line, fo)
+
+
+def failover_waits(h, ck, line, fo):
+    """The waiting calls in flight at the kill: cut off, then served on the
+    new primary (the lease once the harness's lease ran out there, the
+    jobs the harness enqueued there)."""
+    kill, prom = fo["kill_us"], fo["promoted_us"]
+    waits = [o for o in h["ops"] if o.get("wait")]
+    for kind, what in (("acquire", "CALL distlock.acquire() behind the harness's lease"),
+                       ("claim", "CALL distlock.claim_wait() on an empty queue")):
+        mine = [o for o in waits if o["op"] == kind]
+        cut = [o for o in mine if o["outcome"] != "ok" and o.get("t0") is not None
+               and o["t0"] < kill]
+        got = [o for o in mine if o["outcome"] == "ok" and o.get("r")
+               and o["t0"] >= prom]
+        g = got[0] if got else None
+        if kind == "acquire":
+            ok = bool(g) and fo.get("holder_token") is not None and g["r"] > fo["holder_token"]
+            text = "got the lease there, token %s (the holder's %s)" % (
+                g["r"] if g else None, fo.get("holder_token"))
+        else:
+            acked = {o["job"] for o in h["ops"] if o["op"] == "ack" and o["outcome"] == "ok"
+                     and o.get("r") and o["c"] == (g or {}).get("c")}
+            ok = bool(g) and len(g["r"]) == fo.get("wait_jobs_enqueued") and \
+                set(g["r"]) <= acked
+            text = "got the %d jobs enqueued there after the failover (%s), acknowledged %d" % (
+                len(g["r"]) if g else 0, g["r"] if g else [], len(acked))
+        own = sum(1 for o in h["ops"] if o["op"] == "wait" and o["c"] == (g or {}).get("c"))
+        line(ok and bool(cut) and fo["waiting_at_kill"] == 2,
+             "waiting: a %s was waiting at the kill (%d of 2 calls in flight), lost its"
+             " connection (%s), called again on the new primary and %s, %s s after the"
+             " promotion; %d transactions of its own while it waited (heartbeats, reaps)"
+             % (what, fo["waiting_at_kill"], cut[0].get("err") if cut else "not cut",
+                text, "%.2f" % ((g["t1"] - prom) / 1e6) if g else "-", own))
 
 
 def wal_complete(h):

@@ -508,6 +508,21 @@ def run_worker(a):
 # The orchestrator: setup, clients, faults, shutdown, export.
 # ---------------------------------------------------------------------------
 
+def peek_slot(c):
+    """The lines of slot "fault" that read_slot() keeps ({lsn, xid, data}),
+    in WAL order, peeked with a connection to the slot's database."""
+    c.execute("SET statement_timeout = 0")
+    c.execute("SET TimeZone = 'UTC'")
+    c.execute("SET DateStyle = 'ISO, YMD'")
+    for lsn, xid, data in c.cursor().stream(
+            "SELECT lsn::text, xid::text::bigint, data"
+            " FROM pg_logical_slot_peek_changes('fault', NULL, NULL,"
+            " 'include-xids', '1', 'include-timestamp', '1',"
+            " 'skip-empty-xacts', '1')"
+            " WHERE data LIKE 'table distlock.%' OR data LIKE 'COMMIT %'"):
+        yield dict(lsn=lsn, xid=xid, data=data)
+
+
 class Harness:
     """The harness's own connection, direct to the server (never through the
     pool, never a fault target).  Survives restarts by reconnecting."""
@@ -859,6 +874,9 @@ class Orchestrator:
                    for k, v in periods.items()}
         restarts_t = sorted(p.get("restarts", []))
         crashes_t = sorted(p.get("crashes", []))
+        # failovers (test/failover): a subclass's do_failover() blocks
+        # until the promoted standby serves
+        failovers_t = sorted(p.get("failovers", []))
         restart_prog = sorted(p.get("restart_progress", []))
         cycle_next = self.t_start + p.get("cycle_s", 0) if cycles else None
         cycles_done = 0
@@ -911,6 +929,9 @@ class Orchestrator:
                 if crashes_t and duration and el >= crashes_t[0] * duration:
                     if self.do_crash():
                         crashes_t.pop(0)
+                if failovers_t and duration and el >= failovers_t[0] * duration:
+                    failovers_t.pop(0)
+                    self.do_failover()
                 if cycle_next is not None and t >= cycle_next and cycles_done < cycles:
                     cycles_done += 1
                     self.start_restart(p.get("downtime_s", 2.5))
@@ -1023,19 +1044,10 @@ class Orchestrator:
         order of the WAL, which is commit order.  Peeked, not consumed.
         Times print in UTC and ISO style, which checker.py parses."""
         t0 = now_mono()
-        c.execute("SET statement_timeout = 0")
-        c.execute("SET TimeZone = 'UTC'")
-        c.execute("SET DateStyle = 'ISO, YMD'")
         n = 0
         with open(os.path.join(self.dir, "wal.jsonl"), "w") as f:
-            for lsn, xid, data in c.cursor().stream(
-                    "SELECT lsn::text, xid::text::bigint, data"
-                    " FROM pg_logical_slot_peek_changes('fault', NULL, NULL,"
-                    " 'include-xids', '1', 'include-timestamp', '1',"
-                    " 'skip-empty-xacts', '1')"
-                    " WHERE data LIKE 'table distlock.%' OR data LIKE 'COMMIT %'"):
-                f.write(json.dumps(dict(lsn=lsn, xid=xid, data=data),
-                                   separators=(",", ":")) + "\n")
+            for ln in peek_slot(c):
+                f.write(json.dumps(ln, separators=(",", ":")) + "\n")
                 n += 1
         self.meta["wal_lines"] = n
         self.meta["wal_read_s"] = round(now_mono() - t0, 3)
