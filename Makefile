@@ -118,7 +118,7 @@ test: deps
 # 15 built with assertions (test/pgbuild.sh builds it from Debian's source
 # package once, into /var/cache/distlock-pg, about 2.5 minutes on 2 cores).
 # The objects are rebuilt against its headers, and removed afterwards.
-ASSERT_SCRIPTS = test/fault/run.sh
+ASSERT_SCRIPTS = test/fault/run.sh test/failover/run.sh
 test-assert: deps
 	pgc=$$(test/pgbuild.sh 15) && \
 	$(MAKE) clean && $(MAKE) PG_CONFIG=$$pgc all && \
