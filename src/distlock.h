@@ -289,6 +289,7 @@ extern int	dl_reap_all(void);
 
 /* token.c */
 extern void dl_token_prepare(void);
+extern bool dl_token_rebase(void);
 extern void dl_token_drawn(int64 token);
 
 /* wake.c: who waits for what, and waking them */

@@ -145,7 +145,7 @@ dl_exec_latest(DistlockStmt *stmt, Datum *values, const char *nulls)
 {
 	return exec_done(stmt, SPI_execute_snapshot(exec_plan(stmt), values, nulls,
 												GetLatestSnapshot(),
-												InvalidSnapshot, false, false,
+												InvalidSnapshot, false, true,
 												0));
 }
 

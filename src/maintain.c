@@ -33,6 +33,10 @@
  * table; the background worker asks for it only once a minute, unless
  * the last one came back full (maintain(prune_locks => false) otherwise).
  *
+ * After a restore or pg_upgrade into another cluster it also rebases the
+ * fencing token epoch (token.c), before which no lease is granted: first,
+ * so that the worker's first pass does it.
+ *
  * Portions Copyright (c) 2026, the distlock authors
  *
  * IDENTIFICATION
@@ -122,6 +126,7 @@ distlock_maintain(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 
 	dl_enter(&call, "distlock.maintain()", true);
+	(void) dl_token_rebase();
 	values[0] = Int32GetDatum(dl_reap_all());
 	now = GetCurrentTimestamp();
 	values[1] = Int32GetDatum(dl_job_retention < 0 ? 0 :

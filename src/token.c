@@ -32,17 +32,20 @@
  * again at timeline 1 while the sequence, restored by pg_dump or carried by
  * pg_upgrade, may already be in a later epoch; timeline arithmetic alone
  * would then never move past it, and a failover of the new cluster could
- * hand out again what its lost grants had.  So when the table holds
- * anything but one row naming this cluster (pg_dump and pg_upgrade carry
- * the old row, CREATE EXTENSION before a restore writes another; a base
- * backup and its standbys share the identifier), the first grant rebases:
- * base becomes the sequence's epoch E, and that grant draws on in E.  Once
- * the rebase has committed, the timeline's epoch E + timeline - 1 applies,
- * and every later timeline's is above it.  Should the rebase be lost to a
- * failover, the promoted server rebases from its copy of the sequence,
- * which is in E too (only nextval() moved it since), on a higher timeline,
- * so lands above E + timeline - 1 again.  Each restore on timeline t thus
- * spends t - 1 epochs.
+ * hand out again what its lost grants had.  So when the table holds no
+ * row naming this cluster (pg_dump and pg_upgrade carry the old row; a
+ * base backup and its standbys share the identifier), grants are refused
+ * until maintain() has rebased, in a transaction of its own: base becomes
+ * the sequence's epoch E, and once that has committed, the timeline's epoch
+ * E + timeline - 1 applies, with every later timeline's above it.  Should
+ * the rebase be lost to a failover, so was everything after it in the WAL:
+ * the promoted server's copy of the sequence is still in E (only grants
+ * move it, and none came before the rebase committed), so it rebases on E
+ * too, on a higher timeline, and lands above every epoch the old primary
+ * used after its rebase.  Each restore into a new
+ * cluster on timeline t thus spends t - 1 epochs.  A dump restored into
+ * another database of the same cluster leaves rows naming this cluster
+ * only, and the larger base serves.
  *
  * An epoch holds 2^40 (about 10^12) tokens; a grant whose token ran past
  * its epoch (that many grants on one timeline, or a setval() by hand) is
@@ -83,8 +86,11 @@ static TimeLineID ready_timeline = 0;
 static Oid	ready_seq = InvalidOid;
 static int64 ready_epoch = -1;
 
+/* The top transaction that rebased in this backend, if any. */
+static TransactionId rebased_xact = InvalidTransactionId;
+
 static DistlockStmt epoch_stmt = {
-	"SELECT system_identifier, base, xmin FROM distlock.token_epoch",
+	"SELECT system_identifier, base FROM distlock.token_epoch",
 	0, {InvalidOid}
 };
 
@@ -104,31 +110,28 @@ static DistlockStmt setval_stmt = {
 	1, {INT8OID}
 };
 
-/* What distlock.token_epoch says about this cluster. */
-typedef enum TokenBase
-{
-	BASE_FOREIGN,				/* anything but one row naming this cluster */
-	BASE_PENDING,				/* that row, written by this transaction */
-	BASE_SET					/* that row, committed */
-} TokenBase;
-
 /*
- * Read distlock.token_epoch, as committed now: a transaction snapshot taken
- * before another backend's rebase would rebase again.  *base is set unless
- * BASE_FOREIGN.
+ * Read distlock.token_epoch as committed now (a transaction snapshot from
+ * before a rebase would not see it), with this transaction's own changes:
+ * true if it has rows and all of them name this cluster, *base then being
+ * the largest of their bases.  Two rows naming this cluster come of a dump
+ * restored into another database of the same cluster: both bases were set
+ * here, so the larger is right for both.
  */
-static TokenBase
+static bool
 token_base(int64 *base)
 {
-	bool		isnull;
+	uint64		n = dl_exec_latest(&epoch_stmt, NULL, NULL);
+	uint64		i;
 
-	if (dl_exec_latest(&epoch_stmt, NULL, NULL) != 1 ||
-		(uint64) dl_getint64(0, 1) != GetSystemIdentifier())
-		return BASE_FOREIGN;
-	*base = dl_getint64(0, 2);
-	return TransactionIdIsCurrentTransactionId(
-		DatumGetTransactionId(dl_getattr(0, 3, &isnull))) ?
-		BASE_PENDING : BASE_SET;
+	*base = 0;
+	for (i = 0; i < n; i++)
+	{
+		if ((uint64) dl_getint64(i, 1) != GetSystemIdentifier())
+			return false;
+		*base = Max(*base, dl_getint64(i, 2));
+	}
+	return n > 0;
 }
 
 static int64
@@ -143,19 +146,19 @@ token_last(void)
  * Called by every call that may grant, before it draws; after the first
  * call on a timeline it costs a comparison.
  *
- * A rebase commits before anyone raises the sequence to its epoch: until
- * then the grants of the rebasing transaction draw on in the sequence's
- * own epoch, the one base was computed from.  Were the sequence raised
- * first, a rollback of the rebase would leave it raised, and the next
- * rebase would compute a base higher by the timeline, and then again, each
- * time without a failover to hand out anything twice between them, but
- * out of step with what a promoted standby computes from its copy.
+ * No grant is made until a rebase has committed (55000): a transaction
+ * that rebased and drew before committing would draw in the sequence's
+ * epoch E, and should it be lost to a failover, the promoted standby would
+ * rebase on E again and its own first grants draw there too.  Raising the
+ * sequence before the commit instead would make a rollback leave it
+ * raised, and the next rebase compute a higher base, out of step with what
+ * a standby computes from its copy.  So rebasing is dl_token_rebase()'s,
+ * in maintain(), in a transaction of its own.
  *
  * Raising the sequence happens under a lock on distlock.token_epoch, so that
  * two backends cannot both find it below the epoch and the second set it
  * back after the first drew from it; setval() is not transactional, so the
- * lock goes at once.  A rebase keeps it to the end of its transaction:
- * every other backend's first grant then waits to see that rebase.
+ * lock goes at once.
  */
 void
 dl_token_prepare(void)
@@ -163,10 +166,9 @@ dl_token_prepare(void)
 	const DistlockCatalog *cat = dl_catalog();
 	TimeLineID	timeline;
 	Oid			epochid;
-	int64		base = 0;
+	int64		base;
 	int64		epoch;
 	int64		floor;
-	TokenBase	state;
 
 	/* a call that writes is refused in recovery before it gets here */
 	if (RecoveryInProgress())
@@ -181,24 +183,19 @@ dl_token_prepare(void)
 	if (!OidIsValid(epochid))
 		return;
 
-	state = token_base(&base);
-	if (state == BASE_FOREIGN)
-	{
-		LockRelationOid(epochid, ShareRowExclusiveLock);
-		state = token_base(&base);
-		if (state == BASE_FOREIGN)
-		{
-			Datum		values[2];
-
-			values[0] = Int64GetDatum((int64) GetSystemIdentifier());
-			values[1] = Int64GetDatum(token_last() >> TOKEN_EPOCH_BITS);
-			dl_exec(&rebase_stmt, values, NULL, 0);
-			return;
-		}
-		UnlockRelationOid(epochid, ShareRowExclusiveLock);
-	}
-	if (state == BASE_PENDING)
-		return;
+	if (TransactionIdIsValid(rebased_xact) &&
+		TransactionIdEquals(rebased_xact, GetTopTransactionIdIfAny()))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("fencing tokens were rebased by this transaction"),
+				 errdetail("No lease is granted until the rebase has committed."),
+				 errhint("Commit, then try again.")));
+	if (!token_base(&base))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("fencing tokens have not been rebased on this cluster"),
+				 errdetail("distlock.token_epoch names another cluster, as after a restore or pg_upgrade, or nothing."),
+				 errhint("Run SELECT distlock.maintain() once, in a transaction of its own; the background worker does when distlock is preloaded.")));
 
 	/* base is 0 to TOKEN_EPOCH_MAX (the table's CHECK) */
 	epoch = base + (int64) timeline - 1;
@@ -226,6 +223,35 @@ dl_token_prepare(void)
 	ready_timeline = timeline;
 	ready_seq = cat->token_seq;
 	ready_epoch = epoch;
+}
+
+/*
+ * If distlock.token_epoch does not name this cluster (a restore, pg_upgrade),
+ * set base to the sequence's epoch; true if it did.  For maintain(), whose
+ * transaction commits the rebase before any grant can use it.  The lock on
+ * the table, to the end of the transaction, makes a second rebase wait to
+ * see the first; the sequence is left alone (see dl_token_prepare()).
+ */
+bool
+dl_token_rebase(void)
+{
+	Oid			epochid;
+	int64		base;
+	Datum		values[2];
+
+	if (RecoveryInProgress())
+		return false;
+	epochid = get_relname_relid("token_epoch", dl_catalog()->schema);
+	if (!OidIsValid(epochid) || token_base(&base))
+		return false;
+	LockRelationOid(epochid, ShareRowExclusiveLock);
+	if (token_base(&base))
+		return false;
+	values[0] = Int64GetDatum((int64) GetSystemIdentifier());
+	values[1] = Int64GetDatum(token_last() >> TOKEN_EPOCH_BITS);
+	dl_exec_latest(&rebase_stmt, values, NULL);
+	rebased_xact = GetTopTransactionId();
+	return true;
 }
 
 /*
@@ -286,7 +312,8 @@ dl_token_drawn(int64 token)
 	 * A token past its epoch (2^40 tokens drawn on one timeline, or a
 	 * setval() by hand) is in an epoch a later timeline will draw from
 	 * again.  The base may have been raised by hand since this backend
-	 * looked: look again before refusing.
+	 * looked: look again (which may raise the sequence further, under the
+	 * table's lock) before refusing.
 	 */
 	if (ready_epoch >= 0 && (token >> TOKEN_EPOCH_BITS) > ready_epoch)
 	{

@@ -27,35 +27,24 @@
 # the gate of streaming.sh (pg_autoctl's own roles and replication pass).
 # Sockets are in DIR/sock; pg_autoctl's configuration and state in DIR too.
 set -euo pipefail
-
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/test/cluster.sh"
-
-cmd=${1:-}
-dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || {
-	sed -n '3,7p' "$0" >&2
-	exit 2
-}
-shift 2
-state=$dir/topology.env
+usage_end=7
+. "$(dirname "$0")/topology.sh"
 
 # pg_autoctl as the cluster's owner, with its files under $dir.
+paf_env=(env XDG_CONFIG_HOME="$dir/xdg/config" XDG_DATA_HOME="$dir/xdg/data"
+	XDG_RUNTIME_DIR="$dir/xdg/run" PGHOST="$dir/sock"
+	PATH="$PG_BINDIR:/usr/bin:/bin")
 paf()
 {
-	as_owner env XDG_CONFIG_HOME="$dir/xdg/config" \
-		XDG_DATA_HOME="$dir/xdg/data" XDG_RUNTIME_DIR="$dir/xdg/run" \
-		PGHOST="$dir/sock" PATH="$PG_BINDIR:/usr/bin:/bin" pg_autoctl "$@"
+	as_owner "${paf_env[@]}" pg_autoctl "$@"
 }
 
 # Start "pg_autoctl run" for data directory $1 in a session of its own, so
 # that its process group is the whole node (keeper and postgres).
 paf_run()
 {
-	as_owner env XDG_CONFIG_HOME="$dir/xdg/config" \
-		XDG_DATA_HOME="$dir/xdg/data" XDG_RUNTIME_DIR="$dir/xdg/run" \
-		PGHOST="$dir/sock" PATH="$PG_BINDIR:/usr/bin:/bin" \
-		setsid pg_autoctl run --pgdata "$1" >"$1.log" 2>&1 </dev/null &
+	as_owner "${paf_env[@]}" setsid pg_autoctl run --pgdata "$1" \
+		>"$1.log" 2>&1 </dev/null &
 }
 
 # The process group of the node of data directory $1 (its keeper's).
@@ -66,20 +55,13 @@ group_of()
 	ps -o pgid= -p "$pid" | tr -d ' '
 }
 
-on_port()		# on_port PORT psql-args...
-{
-	local p=$1
-	shift
-	as_owner psql -X -q -At -h "$dir/sock" -p "$p" "$@"
-}
-
 # Wait up to $1 seconds for psql-args... (after the port) to print "t".
 wait_for()
 {
 	local secs=$1
 	shift
 	for _ in $(seq 1 $((secs * 10))); do
-		[ "$(on_port "$@" 2>/dev/null)" = t ] && return 0
+		[ "$(on_node "$dir/sock" "$@" 2>/dev/null)" = t ] && return 0
 		sleep 0.1
 	done
 	echo "timed out waiting for: ${*: -1}" >&2
@@ -97,15 +79,6 @@ group_stop()
 		sleep 0.1
 	done
 	kill -KILL -- "-$g" 2>/dev/null || true
-}
-
-postmaster_of()
-{
-	local pid
-	pid=$(head -1 "$1/postmaster.pid" 2>/dev/null) || return 0
-	[ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = postgres ] &&
-		echo "$pid"
-	return 0
 }
 
 # The standby's pg_hba.conf: $1 = gated or open.
@@ -183,7 +156,7 @@ start)
 			>"$dir/quorum.log" 2>&1
 	fi
 	want=$([ "$mode" = sync ] && echo sync || echo async)
-	wait_for 30 "$p1" -d postgres -c \
+	wait_for 30 "$p1" -c \
 		"SELECT state = 'streaming' AND sync_state IN ('$want', 'quorum') FROM pg_stat_replication"
 	cat >"$state" <<EOF
 MODE=$mode
@@ -202,13 +175,7 @@ env)
 	;;
 lag-pause | lag-resume)
 	. "$state"
-	pid=$(on_port "$P2" -d postgres -c "SELECT pid FROM pg_stat_wal_receiver")
-	[ -n "$pid" ] || {
-		echo "no walreceiver on the standby" >&2
-		exit 1
-	}
-	kill "-$([ "$cmd" = lag-pause ] && echo STOP || echo CONT)" "$pid"
-	echo "$pid"
+	walreceiver_signal "$dir/sock" "$P2"
 	;;
 kill)
 	. "$state"
@@ -222,7 +189,7 @@ kill)
 		fi
 		paf perform failover --pgdata "$MONITOR" >"$dir/perform.log" 2>&1
 	else
-		pm=$(postmaster_of "$PRIMARY")
+		pm=$(node_pid "$PRIMARY")
 		g=$(group_of "$PRIMARY")
 		[ -z "$g" ] || kill -KILL -- "-$g" 2>/dev/null || true
 		if [ -n "$pm" ]; then
@@ -234,9 +201,9 @@ kill)
 promote)
 	. "$state"
 	# a paused walreceiver would hold the promotion up
-	pid=$(on_port "$P2" -d postgres -c "SELECT pid FROM pg_stat_wal_receiver" 2>/dev/null || true)
+	pid=$(on_node "$dir/sock" "$P2" -c "SELECT pid FROM pg_stat_wal_receiver" 2>/dev/null || true)
 	[ -z "$pid" ] || kill -CONT "$pid"
-	wait_for 120 "$P2" -d postgres -c \
+	wait_for 120 "$P2" -c \
 		"SELECT NOT pg_is_in_recovery() AND NOT current_setting('transaction_read_only')::boolean"
 	;;
 open)
@@ -245,17 +212,15 @@ open)
 	# rewinds from, so an old primary that followed the gated standby has
 	# its gate (and libpq tries no further host after a rejection)
 	hba open "$STANDBY"
-	on_port "$P2" -d postgres -c "SELECT pg_reload_conf()" >/dev/null
-	if [ -n "$(postmaster_of "$PRIMARY")" ]; then
+	on_node "$dir/sock" "$P2" -c "SELECT pg_reload_conf()" >/dev/null
+	if [ -n "$(node_pid "$PRIMARY")" ]; then
 		hba open "$PRIMARY"
-		on_port "$P1" -d postgres -c "SELECT pg_reload_conf()" >/dev/null
+		on_node "$dir/sock" "$P1" -c "SELECT pg_reload_conf()" >/dev/null
 	fi
 	;;
 switchpoint)
 	. "$state"
-	h=$(ls "$STANDBY/pg_wal/"*.history | sort | tail -1)
-	tli=$((16#$(basename "$h" .history)))
-	echo "$tli $(tail -1 "$h" | cut -f2)"
+	switchpoint "$STANDBY"
 	;;
 old-primary)
 	. "$state"
@@ -265,7 +230,7 @@ old-primary)
 		# follows, its old history still in pg_wal (pg_auto_failover keeps
 		# wal_keep_size = 8 GB) for the slot to decode up to the switchpoint.
 		group_stop "$(group_of "$PRIMARY")"
-		pm=$(postmaster_of "$PRIMARY")
+		pm=$(node_pid "$PRIMARY")
 		if [ -n "$pm" ]; then
 			kill -TERM "$pm"
 			while kill -0 "$pm" 2>/dev/null; do sleep 0.1; done
@@ -277,15 +242,7 @@ old-primary)
 	# alone, as streaming.sh does it: its keeper is stopped
 	mkdir -p "$dir/alone"
 	[ "$(id -u)" -eq 0 ] && chown postgres: "$dir/alone"
-	p=$(free_port)
-	as_owner "$PG_BINDIR/pg_ctl" -D "$PRIMARY" -w -t 60 \
-		-l "$dir/alone/server.log" \
-		-o "-c port=$p -c listen_addresses= -c synchronous_standby_names= -c unix_socket_directories=$dir/alone" \
-		start >/dev/null || {
-		tail -20 "$dir/alone/server.log" >&2
-		exit 1
-	}
-	echo "host=$dir/alone port=$p"
+	start_alone "$PRIMARY" "$dir/alone"
 	;;
 stop)
 	[ -f "$state" ] || exit 0
@@ -294,11 +251,11 @@ stop)
 		group_stop "$(group_of "$d")"
 	done
 	for d in "$PRIMARY" "$STANDBY" "$MONITOR"; do
-		pm=$(postmaster_of "$d")
+		pm=$(node_pid "$d")
 		[ -z "$pm" ] || kill -TERM "$pm" 2>/dev/null || true
 	done
 	for _ in $(seq 1 100); do
-		[ -z "$(postmaster_of "$PRIMARY")$(postmaster_of "$STANDBY")$(postmaster_of "$MONITOR")" ] && break
+		[ -z "$(node_pid "$PRIMARY")$(node_pid "$STANDBY")$(node_pid "$MONITOR")" ] && break
 		sleep 0.1
 	done
 	;;

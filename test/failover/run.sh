@@ -21,47 +21,30 @@
 # sync on pg_auto_failover (autofailover.sh: a monitor and two nodes), the
 # primary's node killed and the monitor failing over, or pg_autoctl perform
 # failover; skipped (a "#" line) when pg_auto_failover is not installed for
-# the server under test.  Each scenario gets a topology of its own; prints "ok - ..." / "not ok - ..." lines; every server is
-# stopped by PID on exit.
+# the server under test.  Each scenario gets a topology of its own; prints
+# "ok - ..." / "not ok - ..." lines; every server is stopped by PID on
+# exit.
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/test/cluster.sh"
-
-py=/usr/bin/python3		# Debian's interpreter: it has python3-psycopg
+. "$top/test/fault/harness.sh"
 here="$top/test/failover"
 TOPOLOGY=${TOPOLOGY:-$here/streaming.sh}
 paf="$here/autofailover.sh"
 topology=$TOPOLOGY
-SOAK=${SOAK:-0}
-SEED=${SEED:-$(( (RANDOM << 15 | RANDOM) % 1000000 ))}
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(sync async waiting paf-kill paf-switchover)
-soak_flag=()
-mode=gate
-if [ "$SOAK" != 0 ]; then
-	mode=soak
-	soak_flag=(--soak)
-fi
-
-work=$(mktemp -d "${WORK:-/tmp}/failover.XXXXXX")
-chmod 755 "$work"
+work=$(harness_workdir failover)
 current=
 
 # Stop what a scenario started: its clients (by the PIDs the harness
 # recorded, if they are still ours) and its servers.
 stop_all()
 {
-	local d=$1 pid
+	local d=$1
 	[ -n "$d" ] || return 0
-	if [ -f "$d/history/pids" ]; then
-		while read -r pid; do
-			if { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q 'workload.py\|failover.py'; then
-				kill -CONT "$pid" 2>/dev/null
-				kill -KILL "$pid" 2>/dev/null
-			fi
-		done <"$d/history/pids"
-	fi
+	kill_clients "$d/history/pids"
 	bash "$topology" stop "$d/topology"
 }
 trap 'stop_all "$current"' EXIT

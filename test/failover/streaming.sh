@@ -34,60 +34,11 @@
 # standby it does not have.  async: no such wait; acknowledged commits the
 # standby had not received are lost at a failover.
 set -euo pipefail
-
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/test/cluster.sh"
-
-cmd=${1:-}
-dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || {
-	sed -n '3,15p' "$0" >&2
-	exit 2
-}
-shift 2
-state=$dir/topology.env
+usage_end=15
+. "$(dirname "$0")/topology.sh"
 # what "start" wrote: MODE, PRIMARY, STANDBY, the ports P1 and P2, the DSNs
 # shellcheck source=/dev/null
 [ ! -f "$state" ] || . "$state"
-
-# The postmaster PID of data directory $1, if it runs.
-node_pid()
-{
-	local pid
-	pid=$(head -1 "$1/postmaster.pid" 2>/dev/null) || return 0
-	[ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = postgres ] &&
-		echo "$pid"
-	return 0
-}
-
-# Whether process $1 runs.  A zombie does not: the postmaster's parent is
-# init, which may take its time to reap it.
-running()
-{
-	local st
-	st=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) && [ "$st" != Z ]
-}
-
-# Stop the postmaster of data directory $1 by its PID ($2: TERM or QUIT).
-node_stop()
-{
-	local pid
-	pid=$(node_pid "$1")
-	[ -n "$pid" ] || return 0
-	kill "-${2:-TERM}" "$pid" 2>/dev/null || true
-	for _ in $(seq 1 600); do
-		running "$pid" || return 0
-		sleep 0.02
-	done
-	kill -QUIT "$pid" 2>/dev/null || true
-}
-
-on_node()		# on_node SOCKETDIR PORT psql-args...
-{
-	local h=$1 p=$2
-	shift 2
-	as_owner psql -X -q -At -h "$h" -p "$p" -d postgres "$@"
-}
 
 case $cmd in
 start)
@@ -159,13 +110,7 @@ env)
 	grep -E '^(MODE|CLIENT_DSN|ADMIN_DSN)=' "$state" | tr -d "'"
 	;;
 lag-pause | lag-resume)
-	pid=$(on_node "$STANDBY" "$P2" -c "SELECT pid FROM pg_stat_wal_receiver")
-	[ -n "$pid" ] || {
-		echo "no walreceiver on the standby" >&2
-		exit 1
-	}
-	kill "-$([ "$cmd" = lag-pause ] && echo STOP || echo CONT)" "$pid"
-	echo "$pid"
+	walreceiver_signal "$STANDBY" "$P2"
 	;;
 kill)
 	node_stop "$PRIMARY/data" QUIT
@@ -186,22 +131,10 @@ open)
 	on_node "$STANDBY" "$P2" -c "SELECT pg_reload_conf()" >/dev/null
 	;;
 switchpoint)
-	# the new timeline's history file: "parentTLI switchpoint reason"
-	h=$(ls "$STANDBY/data/pg_wal/"*.history | sort | tail -1)
-	tli=$((16#$(basename "$h" .history)))
-	echo "$tli $(tail -1 "$h" | cut -f2)"
+	switchpoint "$STANDBY/data"
 	;;
 old-primary)
-	# alone: no TCP, no standby to wait for, a port of its own
-	p=$(free_port)
-	as_owner "$PG_BINDIR/pg_ctl" -D "$PRIMARY/data" -w -t 60 \
-		-l "$PRIMARY/server-alone.log" \
-		-o "-c port=$p -c listen_addresses= -c synchronous_standby_names=" \
-		start >/dev/null || {
-		tail -20 "$PRIMARY/server-alone.log" >&2
-		exit 1
-	}
-	echo "host=$PRIMARY port=$p"
+	start_alone "$PRIMARY/data" "$PRIMARY"
 	;;
 stop)
 	for d in "$dir/primary/data" "$dir/standby/data"; do

@@ -25,38 +25,19 @@ set -uo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/test/cluster.sh"
-
-py=/usr/bin/python3		# Debian's interpreter: it has python3-psycopg
+. "$top/test/fault/harness.sh"
 fault="$top/test/fault"
-SOAK=${SOAK:-0}
-SEED=${SEED:-$(( (RANDOM << 15 | RANDOM) % 1000000 ))}
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(d1 d2 d4 pool d2-sql pool-sql)
-mode=gate
-soak_flag=()
-if [ "$SOAK" != 0 ]; then
-	mode=soak
-	soak_flag=(--soak)
-fi
-
-work=$(mktemp -d "${WORK:-/tmp}/fault.XXXXXX")
-chmod 755 "$work"
+work=$(harness_workdir fault)
 PGB_PID=
 
 # Stop what a scenario started: its clients (by the PIDs workload.py
 # recorded), PgBouncer, the cluster.
 stop_all()
 {
-	local d=$1 pid
-	if [ -f "$d/pids" ]; then
-		while read -r pid; do
-			if [ -r "/proc/$pid/cmdline" ] &&
-				tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q workload.py; then
-				kill -CONT "$pid" 2>/dev/null
-				kill -KILL "$pid" 2>/dev/null
-			fi
-		done <"$d/pids"
-	fi
+	local d=$1
+	kill_clients "$d/pids"
 	if [ -n "$PGB_PID" ]; then
 		kill -TERM "$PGB_PID" 2>/dev/null
 		for _ in $(seq 1 50); do

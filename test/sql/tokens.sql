@@ -33,29 +33,48 @@ SELECT pg_current_wal_lsn() IS NOT NULL AS primary,
 SELECT distlock.try_acquire('ep', 'a') < 2 ^ 40 AS epoch_0;
 SELECT distlock.release('ep', 'a');
 
--- A restore or pg_upgrade brings the row of another cluster along (beside
--- the one CREATE EXTENSION wrote) and a sequence in a later epoch: the
--- first grant rebases on the sequence's epoch and goes on from it.  Each
+-- A restore or pg_upgrade into another cluster brings that cluster's row
+-- along (beside the one CREATE EXTENSION wrote) and a sequence that may be
+-- in a later epoch.  No lease is granted (55000) until maintain() has
+-- rebased in a transaction of its own, on the sequence's epoch.  Each
 -- backend checks once per timeline, hence the new connections.
 SELECT setval('distlock.token_seq', (3 * 2 ^ 40)::bigint + 5) > 0 AS set;
 INSERT INTO distlock.token_epoch VALUES (42, 7);
 \c
-SELECT distlock.try_acquire('ep', 'b') - 3 * 2 ^ 40 AS in_epoch_3;
+SELECT distlock.try_acquire('ep', 'b');
+SELECT attempt('distlock.try_acquire(''ep'', ''b'')');
+-- rebased in a transaction that then grants: refused until it commits
+BEGIN;
+SELECT reaped FROM distlock.maintain();
+SELECT distlock.try_acquire('ep', 'b');
+ROLLBACK;
+SELECT count(*) AS rows FROM distlock.token_epoch;
+SELECT reaped FROM distlock.maintain();
 SELECT count(*) AS rows, bool_and(e.base = 3) AS base_3,
 	   bool_and(e.system_identifier = c.system_identifier) AS this_cluster
 FROM distlock.token_epoch e, pg_control_system() c;
+SELECT distlock.try_acquire('ep', 'b') - 3 * 2 ^ 40 AS in_epoch_3;
 SELECT distlock.release('ep', 'b');
+-- a second maintain() finds nothing to rebase
+SELECT reaped FROM distlock.maintain();
+SELECT base FROM distlock.token_epoch;
 
--- a base above the sequence raises it to the epoch's start first
-UPDATE distlock.token_epoch SET base = 5;
+-- a dump restored into another database of this cluster leaves two rows
+-- naming it: the larger base serves, nothing to rebase; a base above the
+-- sequence raises it to the epoch's start first
+INSERT INTO distlock.token_epoch
+	SELECT system_identifier, 5 FROM pg_control_system();
 \c
 SELECT distlock.try_acquire('ep', 'a') - 5 * 2 ^ 40 AS in_epoch_5;
 SELECT distlock.try_acquire('ep2', 'a') - 5 * 2 ^ 40 AS next;
 SELECT distlock.release('ep', 'a'), distlock.release('ep2', 'a');
 
--- an empty table counts as another cluster's: rebased, nothing goes back
+-- an empty table counts as another cluster's: refused, then rebased on the
+-- sequence's epoch, nothing goes back
 DELETE FROM distlock.token_epoch;
 \c
+SELECT attempt('distlock.try_acquire(''ep'', ''b'')');
+SELECT reaped FROM distlock.maintain();
 SELECT distlock.try_acquire('ep', 'b') - 5 * 2 ^ 40 AS in_epoch_5;
 SELECT base FROM distlock.token_epoch;
 SELECT distlock.release('ep', 'b');
