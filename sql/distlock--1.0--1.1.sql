@@ -87,8 +87,9 @@ COMMENT ON FUNCTION distlock.maintain(boolean) IS
 -- timeline 1 the epoch is 0 and tokens stay 1, 2, 3...
 --
 --	system_identifier	the cluster (pg_control_system()) base was set on;
---						on any other (a restore, pg_upgrade) the first
---						grant sets base to the sequence's epoch
+--						on any other (a restore, pg_upgrade) no lease is
+--						granted until maintain() has set base to the
+--						sequence's epoch
 --	base				epoch of timeline 1
 --
 CREATE TABLE distlock.token_epoch

@@ -19,10 +19,11 @@
  *
  * Fencing tokens come from distlock.token_seq, drawn only while the lock row
  * is locked FOR UPDATE, so a grant's token exceeds every token granted
- * earlier for that name; since lock rows are never deleted, that holds for
- * the life of the database.  A sequence rather than a per-row counter means
- * that a token seen in a transaction that then rolled back is not handed out
- * again either.
+ * earlier for that name; since the sequence is one for all names, that
+ * holds for the life of the database, even once maintain() has deleted a
+ * free lock's row.  A sequence rather than a per-row counter also means
+ * that a token seen in a transaction that then rolled back is not handed
+ * out again.
  *
  * A grant belongs to the role that made it (created_by): only a role that
  * may act for it (access.c) may renew, release or fence it, or re-enter it

@@ -35,7 +35,7 @@
  * hand out again what its lost grants had.  So when the table holds no
  * row naming this cluster (pg_dump and pg_upgrade carry the old row; a
  * base backup and its standbys share the identifier), grants are refused
- * until maintain() has rebased, in a transaction of its own: base becomes
+ * until maintain() has rebased and committed: base becomes
  * the sequence's epoch E, and once that has committed, the timeline's epoch
  * E + timeline - 1 applies, with every later timeline's above it.  Should
  * the rebase be lost to a failover, so was everything after it in the WAL:
@@ -47,9 +47,14 @@
  * another database of the same cluster leaves rows naming this cluster
  * only, and the larger base serves.
  *
- * An epoch holds 2^40 (about 10^12) tokens; a grant whose token ran past
- * its epoch (that many grants on one timeline, or a setval() by hand) is
- * refused (54000) rather than leave a later timeline to hand it out again.
+ * The same goes for a sequence past its timeline's epoch: 2^40 (about
+ * 10^12) grants on one timeline, a setval() by hand, or a restore whose
+ * SEQUENCE SET (pg_restore's last step) came after the rebase: the grant
+ * that draws such a token is refused (54000) rather than leave a later
+ * timeline to hand it out again, and maintain() rebases on the sequence's
+ * epoch.  A failover in the middle of a restore that is not one
+ * transaction (pg_restore --single-transaction) can still find a standby
+ * with part of it; that is not covered.
  * Tokens stay below 2^53, exact in JavaScript numbers and JSON doubles,
  * while the epoch is below 8192 (not enforced).
  *
@@ -146,14 +151,13 @@ token_last(void)
  * Called by every call that may grant, before it draws; after the first
  * call on a timeline it costs a comparison.
  *
- * No grant is made until a rebase has committed (55000): a transaction
- * that rebased and drew before committing would draw in the sequence's
- * epoch E, and should it be lost to a failover, the promoted standby would
- * rebase on E again and its own first grants draw there too.  Raising the
- * sequence before the commit instead would make a rollback leave it
- * raised, and the next rebase compute a higher base, out of step with what
- * a standby computes from its copy.  So rebasing is dl_token_rebase()'s,
- * in maintain(), in a transaction of its own.
+ * No grant is made until a rebase has committed (55000), and none in the
+ * rebasing transaction: on timeline t >= 2 its first grant would raise the
+ * sequence to E + t - 1, a raise a rollback does not undo, so the next
+ * rebase would compute E + t - 1 as its base, and a standby that never got
+ * the raise would rebase on E and draw in E + t', which can be the epoch
+ * the second rebase granted in.  So rebasing is dl_token_rebase()'s, in
+ * maintain(), and a grant waits for its commit.
  *
  * Raising the sequence happens under a lock on distlock.token_epoch, so that
  * two backends cannot both find it below the epoch and the second set it
@@ -189,13 +193,13 @@ dl_token_prepare(void)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("fencing tokens were rebased by this transaction"),
 				 errdetail("No lease is granted until the rebase has committed."),
-				 errhint("Commit, then try again.")));
+				 errhint("Run maintain() in a transaction of its own, and commit it before any grant.")));
 	if (!token_base(&base))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("fencing tokens have not been rebased on this cluster"),
 				 errdetail("distlock.token_epoch names another cluster, as after a restore or pg_upgrade, or nothing."),
-				 errhint("Run SELECT distlock.maintain() once, in a transaction of its own; the background worker does when distlock is preloaded.")));
+				 errhint("Run SELECT distlock.maintain() once and commit; the background worker does when distlock is preloaded.")));
 
 	/* base is 0 to TOKEN_EPOCH_MAX (the table's CHECK) */
 	epoch = base + (int64) timeline - 1;
@@ -226,11 +230,28 @@ dl_token_prepare(void)
 }
 
 /*
- * If distlock.token_epoch does not name this cluster (a restore, pg_upgrade),
- * set base to the sequence's epoch; true if it did.  For maintain(), whose
- * transaction commits the rebase before any grant can use it.  The lock on
- * the table, to the end of the transaction, makes a second rebase wait to
- * see the first; the sequence is left alone (see dl_token_prepare()).
+ * Whether the table must be rebased: it holds no row naming this cluster
+ * (a restore, pg_upgrade), or the sequence is past this timeline's epoch
+ * (2^40 grants on one timeline; a restore's sequence that arrived after
+ * the table and after a rebase).
+ */
+static bool
+token_needs_rebase(int64 *base)
+{
+	if (!token_base(base))
+		return true;
+	return (token_last() >> TOKEN_EPOCH_BITS) >
+		*base + (int64) GetWALInsertionTimeLine() - 1;
+}
+
+/*
+ * Rebase if need be: set base to the sequence's epoch; true if it did.  For
+ * maintain(), whose transaction commits the rebase before any grant can
+ * use it (grants in the rebasing transaction are refused).  The sequence
+ * is left alone (see dl_token_prepare()).  The lock on the table, to the
+ * end of the transaction, makes a second rebase see the first; a rebase
+ * that would wait for it is left to the next maintain(), so that a rebase
+ * left open (or prepared) holds no worker up.
  */
 bool
 dl_token_rebase(void)
@@ -242,15 +263,19 @@ dl_token_rebase(void)
 	if (RecoveryInProgress())
 		return false;
 	epochid = get_relname_relid("token_epoch", dl_catalog()->schema);
-	if (!OidIsValid(epochid) || token_base(&base))
+	if (!OidIsValid(epochid) || !token_needs_rebase(&base) ||
+		!ConditionalLockRelationOid(epochid, ShareRowExclusiveLock))
 		return false;
-	LockRelationOid(epochid, ShareRowExclusiveLock);
-	if (token_base(&base))
+	if (!token_needs_rebase(&base))
+	{
+		UnlockRelationOid(epochid, ShareRowExclusiveLock);
 		return false;
+	}
 	values[0] = Int64GetDatum((int64) GetSystemIdentifier());
 	values[1] = Int64GetDatum(token_last() >> TOKEN_EPOCH_BITS);
 	dl_exec_latest(&rebase_stmt, values, NULL);
 	rebased_xact = GetTopTransactionId();
+	ready_timeline = 0;
 	return true;
 }
 
@@ -325,8 +350,6 @@ dl_token_drawn(int64 token)
 					 errmsg("fencing token %lld is past its epoch %lld",
 							(long long) token, (long long) ready_epoch),
 					 errdetail("A later timeline could hand it out again."),
-					 errhint("Raise distlock.token_epoch.base to at least %lld.",
-							 (long long) ((token >> TOKEN_EPOCH_BITS) -
-										  ((int64) ready_timeline - 1)))));
+					 errhint("Run SELECT distlock.maintain() once and commit; the background worker does when distlock is preloaded.")));
 	}
 }

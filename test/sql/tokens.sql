@@ -86,13 +86,15 @@ UPDATE distlock.token_epoch SET base = -1;
 \set VERBOSITY default
 
 -- a token past its epoch (a setval() by hand here; 2^40 grants on one
--- timeline in life) is in an epoch the next timeline draws from: refused
--- with 54000, nothing granted, until base is raised as the hint says
+-- timeline, or a restore's sequence arriving after the rebase, in life) is
+-- in an epoch the next timeline draws from: refused with 54000, nothing
+-- granted, until maintain() has rebased on the sequence's epoch
 SELECT distlock.try_acquire('ep', 'a') - 5 * 2 ^ 40 AS in_epoch_5;
 SELECT setval('distlock.token_seq', (6 * 2 ^ 40)::bigint) > 0 AS set;
 SELECT attempt('distlock.try_acquire(''ep2'', ''a'')');
 SELECT distlock.try_acquire('ep2', 'a');
 SELECT owner FROM distlock.locks WHERE name = 'ep2';
-UPDATE distlock.token_epoch SET base = 6;
+SELECT reaped FROM distlock.maintain();
+SELECT base FROM distlock.token_epoch;
 SELECT distlock.try_acquire('ep2', 'a') - 6 * 2 ^ 40 AS in_epoch_6;
 SELECT distlock.release('ep', 'a'), distlock.release('ep2', 'a');
