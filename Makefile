@@ -69,6 +69,7 @@ ISOLATION = \
 	close_rr \
 	refused_heartbeat \
 	maintain_skips_held \
+	refusal_no_lock \
 	token_rebase
 
 REGRESS_OPTS = --inputdir=test

@@ -60,6 +60,7 @@ catalog_relcache_callback(Datum arg, Oid relid)
 		relid == catalog.sessions ||
 		relid == catalog.sessions_pkey ||
 		relid == catalog.sessions_expires_at_idx ||
+		relid == catalog.locks ||
 		relid == catalog.token_seq)
 		catalog_invalidate();
 }
@@ -139,6 +140,7 @@ catalog_fill(DistlockCatalog *c)
 	c->sessions_pkey = catalog_relation(c->schema, "sessions_pkey");
 	c->sessions_expires_at_idx = catalog_relation(c->schema,
 												  "sessions_expires_at_idx");
+	c->locks = catalog_relation(c->schema, "locks");
 	c->token_seq = catalog_relation(c->schema, "token_seq");
 
 	c->job_queue = catalog_column(c->jobs, "queue");

@@ -19,7 +19,11 @@
  * a later instant, so decisions on one row are ordered the same way in
  * server time as in commit order.  Deciding on a clock reading taken before
  * a lock wait is the bug this avoids (a heartbeat could revive a session
- * that a contender had already judged dead).
+ * that a contender had already judged dead).  Lease calls judge first and
+ * then lock exactly the version they judged, reading it again should it
+ * have changed, and read the clock of a grant after the lock: on an
+ * unchanged version no judgement can turn as time passes, and nothing is
+ * locked for a refusal (lease.c).
  *
  * A session acting for itself (claim, complete, complete_and_claim, fail,
  * an acquire bound to it) must not be reaped or closed under the call, but
@@ -46,9 +50,9 @@
  *	FOR NO KEY UPDATE	heartbeat, of a session it found live.
  *	FOR UPDATE			session_close, reap: the row is deleted.
  *
- * What waits for what.  A call waits only for: the lock or job row it
- * decides on (held by another call on the same lock or job, until that
- * transaction ends); the use lock, in session_close (for the session's
+ * What waits for what.  A call waits only for: the lock row it may win
+ * or the job row it decides on (held by another call on the same lock or
+ * job, until that transaction ends); the use lock, in session_close (for the session's
  * calls in flight) and in a call of a session being closed (for the
  * close); the beat lock, in heartbeat (for a heartbeat of the same session,
  * or a judgement that holds it for an instant); a session row, in
@@ -165,6 +169,7 @@ typedef struct DistlockCatalog
 	Oid			sessions;
 	Oid			sessions_pkey;
 	Oid			sessions_expires_at_idx;
+	Oid			locks;
 	Oid			token_seq;
 	/* attribute numbers of distlock.jobs */
 	AttrNumber	job_queue;
@@ -251,6 +256,8 @@ extern void dl_latest_scan(LatestRead *lr, Oid indexid,
 						   Datum value);
 extern bool dl_latest_next(LatestRead *lr);
 extern void dl_latest_close(LatestRead *lr);
+extern void dl_version_check_visible(Oid relid, ItemPointer tid);
+extern bool dl_version_lock(Oid relid, ItemPointer tid, LockTupleMode mode);
 
 /* check.c */
 extern text *dl_arg_name(FunctionCallInfo fcinfo, int argno, const char *what);

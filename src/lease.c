@@ -27,55 +27,48 @@
  *
  * A grant belongs to the role that made it (created_by): only a role that
  * may act for it (access.c) may renew, release or fence it, or re-enter it
- * with the same owner string.  To any other role a held lock is simply held.
+ * with the same owner string.  To any other role a held lock is simply held,
+ * and a lease is not its own: renew and release return false, fence raises
+ * 55000, as for another owner.
  *
- * Concurrency: every decision locks the lock row first (FOR UPDATE, or FOR
- * SHARE in fence()), then judges the holder's session if the lease is bound
+ * Concurrency: a call reads the lock row as last committed, without
+ * locking it, and judges it: the holder's session too if the lease is bound
  * to one (on its committed row, ordered against its heartbeats by the beat
  * lock, without waiting and without keeping a lock: session.c), and only
- * then reads the clock (see distlock.h).  A grant bound to the caller's own
- * session is made only while that session is still live at the grant's
- * instant.  Every token drawn is made durable before it is returned, so no
- * crash hands it out again, and carries the timeline's epoch, so no failover
- * does (token.c).  Two contenders are thus serialised on the lock row and
- * the second sees the first's grant.
+ * then the clock.  A refusal (held by another owner or on hold for
+ * try_acquire; not the caller's lease for renew, release and fence) ends
+ * there: no row lock, no transaction id, no WAL, no commit to flush, and
+ * no waiting for a transaction that holds the row, so a role can neither
+ * stall nor be stalled by another role's lease it has no claim on.  A
+ * lease the caller may change is then locked, in that very version
+ * (tables.c: dl_version_lock()); should it have changed since the read,
+ * nothing is locked and the call reads and judges it again.  So a call
+ * locks only a version it judged it may win, never a version somebody
+ * else changed meanwhile (FOR UPDATE at READ COMMITTED would lock the
+ * latest version and keep the lock though the call then refuses it).
+ *
+ * Judging before locking is safe because, on an unchanged version, the
+ * judgement can only move one way as time passes: a holder's claim that
+ * has ended stays ended (a session judged dead, with no heartbeat in
+ * flight, is dead for good; a contender counts one in flight as live), an
+ * expiry or a minimum hold that has passed stays passed, and a lock that
+ * was free stays free.  A grant is made at the instant read after the lock,
+ * later than the judgement, so the lease it grants overlaps no earlier one;
+ * two contenders are serialised on the row lock, and the second finds the
+ * version changed and judges the first's grant.  Every token drawn is made
+ * durable before it is returned, so no crash hands it out again, and
+ * carries the timeline's epoch, so no failover does (token.c).
+ *
+ * The read sees the latest committed version at every isolation level, so
+ * a refusal is the answer at an instant inside the call, and a contender
+ * polling a held lock costs the server one read.  At REPEATABLE READ and
+ * SERIALIZABLE, a version the transaction's snapshot does not see raises
+ * 40001 before anything is decided, as FOR UPDATE would.
+ *
  * fence() keeps its FOR SHARE lock until the caller's transaction ends, so
- * no other owner can take the lock before the writes fenced by it commit.
- *
- * Three shortcuts keep the common cases to one statement that writes, or
- * none, without breaking that order:
- *
- *	- A refusal without a lock.  try_acquire() first reads the committed
- *	  row and its holder's session without locking them.  If, at READ
- *	  COMMITTED, they show the lock held by another owner (claim intact and
- *	  unexpired on the clock read after them) or on hold, it returns NULL
- *	  at once: no row lock, no transaction id, no WAL, no commit to flush.
- *	  That is the answer a locked decision would have given at the instant
- *	  of the read's snapshot, which lies inside the call: while a holder's
- *	  claim is intact its expires_at only moves forward (renew, re-entry),
- *	  a session's expires_at only moves forward while its row exists, and
- *	  hold_until does not move before it passes except by a re-entry, which
- *	  keeps the lock taken anyway.  At REPEATABLE READ and SERIALIZABLE the
- *	  snapshot may be older than the call, so the locked path decides.
- *	- A grant of a released lock (no owner, no hold in force) is a single
- *	  conditional UPDATE, at the instant now read before it: the row must
- *	  be released, off hold at now, and last changed (renewed_at: every
- *	  change sets it to its own clock reading) at or before now.  The
- *	  UPDATE locks the row and, should the row have changed since it was
- *	  read, re-evaluates the condition and the new values on the latest
- *	  version (READ COMMITTED's recheck), drawing the token again.  That
- *	  condition cannot turn false as time passes, only by a change to the
- *	  row, so deciding it on a clock read before the row lock is granted is
- *	  safe: whatever version the recheck sees was free from its last change
- *	  until now, so the new lease overlaps no earlier one, and a grant made
- *	  since the read is seen by the recheck, so the token exceeds every
- *	  token granted before.  Anything else (the name's first grant, a
- *	  re-entry, a takeover of an expired lease, a change after now, a lost
- *	  race) takes the locked path.
- *	- release() of a lease not bound to a session is a single UPDATE that
- *	  matches the owner; the row lock it takes orders it against every
- *	  other decision, and no clock is involved.  A session-bound lease, or
- *	  a release that matches nothing, takes the locked path.
+ * no other owner can take the lock before the writes fenced by it commit;
+ * it judges the lease again under the lock, on a later clock reading, and
+ * a refusal there is an error, which undoes the lock.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -99,36 +92,25 @@ PG_FUNCTION_INFO_V1(distlock_renew);
 PG_FUNCTION_INFO_V1(distlock_release);
 PG_FUNCTION_INFO_V1(distlock_fence);
 
-/* Columns of lock_for_update_stmt and lock_for_share_stmt. */
+/* Columns of read_stmt. */
 #define LOCK_COL_OWNER		1
 #define LOCK_COL_SESSION	2
 #define LOCK_COL_TOKEN		3
 #define LOCK_COL_EXPIRES	4
 #define LOCK_COL_HOLD		5
 #define LOCK_COL_CREATOR	6
-
-static DistlockStmt lock_for_update_stmt = {
-	"SELECT owner, session_id, token, expires_at, hold_until, created_by"
-	" FROM distlock.locks WHERE name = $1 FOR UPDATE",
-	1, {TEXTOID}
-};
+#define LOCK_COL_HOLDER_EXPIRES	7
+#define LOCK_COL_TID		8
 
 /*
- * The committed row and its holder's session expiry, read without locking
- * either, for try_acquire()'s refusal without a lock.
+ * The row of a lock name and its holder's session expiry, read as last
+ * committed and without locking either (see the header comment).
  */
-static DistlockStmt peek_stmt = {
+static DistlockStmt read_stmt = {
 	"SELECT l.owner, l.session_id, l.token, l.expires_at, l.hold_until,"
-	" l.created_by, s.expires_at"
+	" l.created_by, s.expires_at, l.ctid"
 	" FROM distlock.locks l LEFT JOIN distlock.sessions s"
 	" ON s.id = l.session_id WHERE l.name = $1",
-	1, {TEXTOID}
-};
-#define LOCK_COL_HOLDER_EXPIRES	7
-
-static DistlockStmt lock_for_share_stmt = {
-	"SELECT owner, session_id, token, expires_at, hold_until, created_by"
-	" FROM distlock.locks WHERE name = $1 FOR SHARE",
 	1, {TEXTOID}
 };
 
@@ -144,8 +126,8 @@ static DistlockStmt insert_stmt = {
 };
 
 /*
- * A grant on a locked row: re-entry ($8) keeps token and acquired_at, and
- * hold_until counts min_hold ($7) from that acquired_at.
+ * A grant on the version $1, locked: re-entry ($8) keeps token and
+ * acquired_at, and hold_until counts min_hold ($7) from that acquired_at.
  */
 static DistlockStmt grant_stmt = {
 	"UPDATE distlock.locks SET owner = $2, session_id = $3,"
@@ -154,56 +136,28 @@ static DistlockStmt grant_stmt = {
 	" renewed_at = $4, expires_at = $5,"
 	" hold_until = CASE WHEN $8 THEN acquired_at ELSE $4 END + $7,"
 	" created_by = $6"
-	" WHERE name = $1 RETURNING token",
-	8, {TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID,
+	" WHERE ctid = $1 RETURNING token",
+	8, {TIDOID, TEXTOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID,
 	INTERVALOID, BOOLOID}
-};
-
-/*
- * A grant at $4 of a released lock that is off hold at $4 and has not
- * changed since $4, if it still is so once its row is locked (see the
- * header comment); the columns as grant_stmt sets them for a new grant.
- */
-static DistlockStmt grant_released_stmt = {
-	"UPDATE distlock.locks SET owner = $2, session_id = $3,"
-	" token = nextval('distlock.token_seq'),"
-	" acquired_at = $4, renewed_at = $4, expires_at = $5,"
-	" hold_until = $4 + $7, created_by = $6"
-	" WHERE name = $1 AND owner IS NULL AND renewed_at <= $4"
-	" AND (hold_until IS NULL OR hold_until <= $4)"
-	" RETURNING token",
-	7, {TEXTOID, TEXTOID, UUIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID, REGROLEOID,
-	INTERVALOID}
 };
 
 static DistlockStmt renew_stmt = {
 	"UPDATE distlock.locks SET renewed_at = $2, expires_at = $3"
-	" WHERE name = $1",
-	3, {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
+	" WHERE ctid = $1",
+	3, {TIDOID, TIMESTAMPTZOID, TIMESTAMPTZOID}
 };
 
 static DistlockStmt release_stmt = {
 	"UPDATE distlock.locks SET owner = NULL, session_id = NULL,"
 	" expires_at = NULL, renewed_at = $2"
-	" WHERE name = $1",
-	2, {TEXTOID, TIMESTAMPTZOID}
+	" WHERE ctid = $1",
+	2, {TIDOID, TIMESTAMPTZOID}
 };
 
-/*
- * release() of owner $3's lease, not bound to a session, in one statement;
- * returns the grant's role for the caller's role check.
- */
-static DistlockStmt release_own_stmt = {
-	"UPDATE distlock.locks SET owner = NULL, session_id = NULL,"
-	" expires_at = NULL, renewed_at = $2"
-	" WHERE name = $1 AND owner = $3 AND session_id IS NULL"
-	" RETURNING created_by",
-	3, {TEXTOID, TIMESTAMPTZOID, TEXTOID}
-};
-
-/* The lock row as read under its row lock. */
+/* The lock row as read_stmt read it. */
 typedef struct LeaseRow
 {
+	ItemPointerData tid;		/* the version read */
 	text	   *owner;			/* NULL when released */
 	bool		has_session;
 	Datum		session_id;
@@ -213,24 +167,27 @@ typedef struct LeaseRow
 	bool		has_hold;
 	TimestampTz hold_until;
 	Oid			created_by;		/* role of the current (or last) grant */
+	bool		has_holder_expiry;	/* the session exists */
+	TimestampTz holder_expires;
 } LeaseRow;
 
 /*
- * Lock the row of lock name with stmt and read it into *row; false if the
- * name has never been acquired.  With a call, a current grant (one with an
- * owner) must be of a role the caller may act for, or 42501 is raised.
+ * Read the row of lock name into *row (see read_stmt); false if the name
+ * has no row.  At REPEATABLE READ and SERIALIZABLE a version that the
+ * transaction's snapshot does not see raises 40001, as a row lock would.
  */
 static bool
-lease_lock_row(DistlockStmt *stmt, text *name, LeaseRow *row,
-			   DistlockCall *call)
+lease_read(text *name, LeaseRow *row)
 {
 	Datum		values[1] = {PointerGetDatum(name)};
 	bool		isnull;
 	Datum		d;
 
-	if (dl_exec(stmt, values, NULL, 1) == 0)
+	if (dl_exec_latest(&read_stmt, values, NULL) == 0)
 		return false;
 
+	row->tid = *(ItemPointer) DatumGetPointer(dl_getattr(0, LOCK_COL_TID,
+														   &isnull));
 	d = dl_getattr(0, LOCK_COL_OWNER, &isnull);
 	row->owner = isnull ? NULL : DatumGetTextPP(d);
 	row->session_id = dl_getattr(0, LOCK_COL_SESSION, &isnull);
@@ -243,31 +200,47 @@ lease_lock_row(DistlockStmt *stmt, text *name, LeaseRow *row,
 	row->has_hold = !isnull;
 	row->hold_until = isnull ? 0 : DatumGetTimestampTz(d);
 	row->created_by = DatumGetObjectId(dl_getattr(0, LOCK_COL_CREATOR, &isnull));
-	if (call && row->owner != NULL)
-		dl_check_access(call, row->created_by, DL_OBJECT_LOCK,
-						text_to_cstring(name));
+	d = dl_getattr(0, LOCK_COL_HOLDER_EXPIRES, &isnull);
+	row->has_holder_expiry = !isnull;
+	row->holder_expires = isnull ? 0 : DatumGetTimestampTz(d);
+
+	dl_version_check_visible(dl_catalog()->locks, &row->tid);
 	return true;
 }
 
 /*
- * Whether the holder's claim on a locked row is intact: it has an owner and,
- * if bound to a session, the session is live.  contender: the answer is for
+ * Lock the version lease_read() read, in mode; false, locking nothing, if
+ * it has changed since (the caller reads the row again).
+ */
+static bool
+lease_lock(LeaseRow *row, LockTupleMode mode)
+{
+	return dl_version_lock(dl_catalog()->locks, &row->tid, mode);
+}
+
+/*
+ * Whether the holder's claim on the row is intact: it has an owner and, if
+ * bound to a session, the session is live.  contender: the answer is for
  * somebody who would take the lock if not, so a session whose heartbeat is
  * in flight counts as live; for the holder's own renew, release and fence
- * it counts as ended (session.c: dl_session_is_live()).
+ * it counts as ended (session.c: dl_session_is_live()).  Either way "ended"
+ * is final.  A session found live by the read needs no second look.
  */
 static bool
 lease_claim_intact(LeaseRow *row, bool contender)
 {
 	if (row->owner == NULL)
 		return false;
-	return !row->has_session ||
-		dl_session_is_live(row->session_id, contender);
+	if (!row->has_session)
+		return true;
+	if (row->has_holder_expiry && row->holder_expires > GetCurrentTimestamp())
+		return true;
+	return dl_session_is_live(row->session_id, contender);
 }
 
 /*
- * Whether a locked row keeps other owners out at now: its minimum hold has
- * not passed, or its holder's claim (intact, as lease_claim_intact() found)
+ * Whether a row keeps other owners out at now: its minimum hold has not
+ * passed, or its holder's claim (intact, as lease_claim_intact() found)
  * has no end or an end still ahead.
  */
 static bool
@@ -286,6 +259,17 @@ lease_owned_by(LeaseRow *row, text *owner)
 		VARSIZE_ANY_EXHDR(row->owner) == VARSIZE_ANY_EXHDR(owner) &&
 		memcmp(VARDATA_ANY(row->owner), VARDATA_ANY(owner),
 			   VARSIZE_ANY_EXHDR(owner)) == 0;
+}
+
+/*
+ * Whether the row is owner's lease granted to a role the caller may act
+ * for: an owner string is only good for the role that was granted it.
+ */
+static bool
+lease_is_callers(DistlockCall *call, LeaseRow *row, text *owner)
+{
+	return lease_owned_by(row, owner) &&
+		dl_may_act_for(call, row->created_by);
 }
 
 /* End of a lease granted now for ttl (NULL: no end). */
@@ -347,6 +331,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 	int64		token = 0;
 	TimestampTz session_expires = 0;
 
+	/* insert_stmt's parameters; grant_stmt's but for $1, the version */
 	values[0] = PointerGetDatum(name);
 	values[1] = PointerGetDatum(owner);
 	values[2] = has_session ? PG_GETARG_DATUM(3) : (Datum) 0;
@@ -361,50 +346,6 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 	if (has_session)
 		dl_session_use(&call, values[2], &session_expires);
 
-	/*
-	 * The shortcuts of the header comment: a released lock is granted in one
-	 * statement (which, should the lock not be released, neither locks nor
-	 * writes anything), and a lock held by another owner is refused on the
-	 * committed row.
-	 */
-	{
-		TimestampTz now = lease_grant_now(has_session, &session_expires,
-										  values[2]);
-		LeaseRow	row;
-
-		values[3] = TimestampTzGetDatum(now);
-		lease_expiry(ttl, now, &values[4], &nulls[4]);
-		if (dl_exec(&grant_released_stmt, values, nulls, 0) == 1)
-		{
-			token = dl_getint64(0, 1);
-			/* the statement may have waited for the row: still live? */
-			(void) lease_grant_now(has_session, &session_expires, values[2]);
-			dl_token_drawn(token);
-			dl_leave(&call);
-			PG_RETURN_INT64(token);
-		}
-
-		if (!IsolationUsesXactSnapshot() &&
-			lease_lock_row(&peek_stmt, name, &row, NULL))
-		{
-			bool		isnull;
-			Datum		holder = dl_getattr(0, LOCK_COL_HOLDER_EXPIRES, &isnull);
-			bool		intact;
-
-			now = GetCurrentTimestamp();
-			intact = row.owner != NULL &&
-				(!row.has_session ||
-				 (!isnull && DatumGetTimestampTz(holder) > now));
-			if (lease_blocks(&row, intact, now) &&
-				!(intact && lease_owned_by(&row, owner) &&
-				  dl_may_act_for(&call, row.created_by)))
-			{
-				dl_leave(&call);
-				PG_RETURN_NULL();	/* held by another owner, or on hold */
-			}
-		}
-	}
-
 	for (;;)
 	{
 		LeaseRow	row;
@@ -412,12 +353,13 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		bool		intact;
 		bool		reentry;
 
-		if (!lease_lock_row(&lock_for_update_stmt, name, &row, NULL))
+		if (!lease_read(name, &row))
 		{
-			/* first grant ever; lose a race and we lock the winner's row */
+			/* first grant ever; lose a race and we read the winner's row */
 			now = lease_grant_now(has_session, &session_expires, values[2]);
 			values[3] = TimestampTzGetDatum(now);
 			lease_expiry(ttl, now, &values[4], &nulls[4]);
+			values[0] = PointerGetDatum(name);
 			if (dl_exec(&insert_stmt, values, nulls, 0) == 1)
 			{
 				granted = true;
@@ -433,17 +375,25 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 
 		intact = lease_claim_intact(&row, true);
 		now = GetCurrentTimestamp();
-		/* an owner string is only good for the role that was granted it */
-		reentry = intact && lease_owned_by(&row, owner) &&
-			dl_may_act_for(&call, row.created_by);
+		reentry = intact && lease_is_callers(&call, &row, owner);
 		if (!reentry && lease_blocks(&row, intact, now))
 			break;				/* held by another owner, or on hold */
 
+		/* ours to take: lock the version judged, or judge the new one */
+		if (!lease_lock(&row, LockTupleExclusive))
+		{
+			CHECK_FOR_INTERRUPTS();
+			continue;
+		}
+
 		now = lease_grant_now(has_session, &session_expires, values[2]);
+		values[0] = PointerGetDatum(&row.tid);
 		values[3] = TimestampTzGetDatum(now);
 		lease_expiry(ttl, now, &values[4], &nulls[4]);
 		values[7] = BoolGetDatum(reentry);
-		dl_exec(&grant_stmt, values, nulls, 0);
+		if (dl_exec(&grant_stmt, values, nulls, 0) != 1)
+			elog(ERROR, "locked row of lock \"%s\" not found",
+				 text_to_cstring(name));
 		granted = true;
 		token = dl_getint64(0, 1);
 		if (!reentry)
@@ -458,18 +408,24 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 }
 
 /*
- * Lock the row of name for its owner's renew or release: true if owner's
- * claim is intact, whether or not its time has run out.  A lock currently
- * granted to a role the caller may not act for raises 42501.
+ * Lock the row of name for its owner's renew or release, into *row: true
+ * if it is owner's lease, granted to a role the caller may act for, and
+ * owner's claim is intact, whether or not its time has run out.  Anything
+ * else is not the caller's to change, and is left unlocked.
  */
 static bool
-lease_lock_own(DistlockCall *call, text *name, text *owner)
+lease_lock_own(DistlockCall *call, text *name, text *owner, LeaseRow *row)
 {
-	LeaseRow	row;
-
-	return lease_lock_row(&lock_for_update_stmt, name, &row, call) &&
-		lease_owned_by(&row, owner) &&
-		lease_claim_intact(&row, false);
+	for (;;)
+	{
+		if (!lease_read(name, row) ||
+			!lease_is_callers(call, row, owner) ||
+			!lease_claim_intact(row, false))
+			return false;
+		if (lease_lock(row, LockTupleExclusive))
+			return true;
+		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 /*
@@ -478,8 +434,8 @@ lease_lock_own(DistlockCall *call, text *name, text *owner)
  *
  * Extend owner's lease to now + ttl (NULL: until released), keeping its
  * token.  A lease whose time ran out but that nobody else took may be
- * renewed.  False, changing nothing, once another owner has taken the lock,
- * after release, or once the lease's session has ended.
+ * renewed.  False, changing nothing, once another owner (or another role)
+ * has taken the lock, after release, or once the lease's session has ended.
  */
 Datum
 distlock_renew(PG_FUNCTION_ARGS)
@@ -489,17 +445,18 @@ distlock_renew(PG_FUNCTION_ARGS)
 	Interval   *ttl = PG_ARGISNULL(2) ? NULL :
 		dl_arg_interval(fcinfo, 2, "ttl", false);
 	DistlockCall call;
+	LeaseRow	row;
 	Datum		values[3];
 	char		nulls[3] = "   ";
 	bool		renewed;
 
 	dl_enter(&call, "distlock.renew()", true);
-	renewed = lease_lock_own(&call, name, owner);
+	renewed = lease_lock_own(&call, name, owner, &row);
 	if (renewed)
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
-		values[0] = PointerGetDatum(name);
+		values[0] = PointerGetDatum(&row.tid);
 		values[1] = TimestampTzGetDatum(now);
 		lease_expiry(ttl, now, &values[2], &nulls[2]);
 		dl_exec(&renew_stmt, values, nulls, 0);
@@ -522,50 +479,77 @@ distlock_release(PG_FUNCTION_ARGS)
 	text	   *name = dl_arg_name(fcinfo, 0, "lock name");
 	text	   *owner = dl_arg_name(fcinfo, 1, "owner");
 	DistlockCall call;
-	Datum		values[3];
+	LeaseRow	row;
+	Datum		values[2];
 	bool		released;
 
 	dl_enter(&call, "distlock.release()", true);
-	values[0] = PointerGetDatum(name);
-	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-	values[2] = PointerGetDatum(owner);
-	if (dl_exec(&release_own_stmt, values, NULL, 0) == 1)
-	{
-		bool		isnull;
-
-		/* another role's grant: the error undoes the update */
-		dl_check_access(&call,
-						DatumGetObjectId(dl_getattr(0, 1, &isnull)), DL_OBJECT_LOCK,
-						text_to_cstring(name));
-		released = true;
-	}
-	else
-	{
-		released = lease_lock_own(&call, name, owner);
-		if (released)
-		{
-			values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-			dl_exec(&release_stmt, values, NULL, 0);
-		}
-	}
-	/* the first waiter in the lock's line may take it once we commit */
+	released = lease_lock_own(&call, name, owner, &row);
 	if (released)
-		dl_wake_at_commit(DL_WAIT_LEASE, dl_wait_key(values[0], false),
+	{
+		values[0] = PointerGetDatum(&row.tid);
+		values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
+		dl_exec(&release_stmt, values, NULL, 0);
+		/* the first waiter in the lock's line may take it once we commit */
+		dl_wake_at_commit(DL_WAIT_LEASE,
+						  dl_wait_key(PointerGetDatum(name), false),
 						  InvalidOid, 1);
+	}
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(released);
 }
 
 /*
+ * Raise 55000 unless row (NULL: none) holds token as a live lease that the
+ * caller may act for.  To a role that may not, another role's lease is
+ * one it does not hold, whatever its token: nothing about it is told.
+ */
+static void
+lease_check_fence(DistlockCall *call, LeaseRow *row, const char *cname,
+				  int64 token)
+{
+	/*
+	 * No row: never acquired, or free long enough for maintain() to delete
+	 * it.  The same refusal as for a released lock, so that the deletion
+	 * changes nothing a fenced writer sees.
+	 */
+	if (row == NULL || !dl_may_act_for(call, row->created_by))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lock \"%s\" is not held with fencing token " INT64_FORMAT,
+						cname, token),
+				 row ? 0 : errdetail("The lock has no lease.")));
+	if (row->token != token)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("fencing token " INT64_FORMAT " of lock \"%s\" is stale",
+						token, cname),
+				 errdetail("The lock's current token is " INT64_FORMAT ".",
+						   row->token)));
+	if (!lease_claim_intact(row, false))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lock \"%s\" is no longer held with fencing token " INT64_FORMAT,
+						cname, token),
+				 errdetail("The lock was released or its session ended.")));
+	if (row->has_expiry && row->expires_at <= GetCurrentTimestamp())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("lease on lock \"%s\" with fencing token " INT64_FORMAT " has expired",
+						cname, token)));
+}
+
+/*
  * fence(lock_name text, token bigint) RETURNS void
  *
  * Raise 55000 unless token is the current token of a live lease on
- * lock_name (42501 if it is granted to a role the caller may not act
- * for).  On success the lock row
- * stays share-locked until the caller's transaction ends: another owner's
- * try_acquire waits for it, so writes made in this transaction after fence()
- * commit only while the lease is still this token's.
+ * lock_name, granted to a role the caller may act for.  On success the
+ * lock row stays share-locked until the caller's transaction ends: another
+ * owner's try_acquire waits for it, so writes made in this transaction
+ * after fence() commit only while the lease is still this token's.  The
+ * lease is judged before the row is locked, so a refusal locks nothing,
+ * and again once it is, on the clock read after the lock.
  */
 Datum
 distlock_fence(PG_FUNCTION_ARGS)
@@ -581,35 +565,16 @@ distlock_fence(PG_FUNCTION_ARGS)
 	cname = text_to_cstring(name);
 
 	dl_enter(&call, "distlock.fence()", true);
-	/*
-	 * No row: never acquired, or free long enough for maintain() to delete
-	 * it.  The same refusal as for a released lock, so that the deletion
-	 * changes nothing a fenced writer sees.
-	 */
-	if (!lease_lock_row(&lock_for_share_stmt, name, &row, &call))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("lock \"%s\" is not held with fencing token " INT64_FORMAT,
-						cname, token),
-				 errdetail("The lock has no lease.")));
-	if (row.token != token)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("fencing token " INT64_FORMAT " of lock \"%s\" is stale",
-						token, cname),
-				 errdetail("The lock's current token is " INT64_FORMAT ".",
-						   row.token)));
-	if (!lease_claim_intact(&row, false))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("lock \"%s\" is no longer held with fencing token " INT64_FORMAT,
-						cname, token),
-				 errdetail("The lock was released or its session ended.")));
-	if (row.has_expiry && row.expires_at <= GetCurrentTimestamp())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("lease on lock \"%s\" with fencing token " INT64_FORMAT " has expired",
-						cname, token)));
+	for (;;)
+	{
+		bool		found = lease_read(name, &row);
+
+		lease_check_fence(&call, found ? &row : NULL, cname, token);
+		if (lease_lock(&row, LockTupleShare))
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
+	lease_check_fence(&call, &row, cname, token);
 	dl_leave(&call);
 
 	PG_RETURN_VOID();

@@ -327,3 +327,72 @@ dl_latest_close(LatestRead *lr)
 	ExecDropSingleTupleTableSlot(lr->slot);
 	table_close(lr->rel, NoLock);
 }
+
+/*
+ * At REPEATABLE READ and SERIALIZABLE, raise 40001 unless the version of
+ * relid at tid, found on a read as latest committed, is the one the
+ * transaction's snapshot sees: a decision on a version the snapshot cannot
+ * see would act on what the transaction did not read, where a row lock
+ * would have failed the transaction (and, at SERIALIZABLE, the fetch under
+ * the transaction's snapshot records the read for the conflict checks).
+ */
+void
+dl_version_check_visible(Oid relid, ItemPointer tid)
+{
+	Relation	rel;
+	TupleTableSlot *slot;
+	bool		visible;
+
+	if (!IsolationUsesXactSnapshot())
+		return;
+	rel = table_open(relid, AccessShareLock);
+	slot = table_slot_create(rel, NULL);
+	visible = table_tuple_fetch_row_version(rel, tid, GetTransactionSnapshot(),
+											slot);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	if (!visible)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent update")));
+}
+
+/*
+ * Lock the version of relid at tid in mode, waiting for any transaction
+ * that holds it in a conflicting mode or is changing it.  The lock is
+ * asked for that version only, as at REPEATABLE READ: should it have been
+ * updated or deleted meanwhile, return false, locking nothing.  FOR UPDATE
+ * at READ COMMITTED would instead lock the latest version and only then
+ * test it, keeping the lock when the test fails; a caller that judged a
+ * version before locking it reads the row again instead, and so never
+ * keeps a lock on a row it has not judged (lease.c).
+ */
+bool
+dl_version_lock(Oid relid, ItemPointer tid, LockTupleMode mode)
+{
+	Relation	rel;
+	TupleTableSlot *slot;
+	TM_FailureData tmfd;
+	TM_Result	result;
+
+	rel = table_open(relid, RowShareLock);
+	slot = table_slot_create(rel, NULL);
+	result = table_tuple_lock(rel, tid, InvalidSnapshot, slot,
+							  GetCurrentCommandId(true), mode, LockWaitBlock,
+							  0, &tmfd);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, NoLock);
+	switch (result)
+	{
+		case TM_Ok:
+			return true;
+		case TM_Updated:
+		case TM_Deleted:
+			return false;
+		default:
+			/* read as committed, so neither ours in this command nor unseen */
+			elog(ERROR, "unexpected result %d locking a row of distlock",
+				 (int) result);
+	}
+	return false;				/* keep compiler quiet */
+}

@@ -121,11 +121,11 @@ BEGIN;
 SELECT distlock.try_acquire('refuse bound', 'w2') IS NULL AS refused;
 SELECT pg_current_xact_id_if_assigned() IS NULL AS no_xid;
 COMMIT;
--- at REPEATABLE READ the snapshot may predate the call: the refusal is
--- decided under the row lock
+-- at REPEATABLE READ too, the refusal is decided on the committed row
+-- (which the snapshot sees) and locks nothing
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT distlock.try_acquire('refuse held', 'w2') IS NULL AS refused;
-SELECT pg_current_xact_id_if_assigned() IS NOT NULL AS has_xid;
+SELECT pg_current_xact_id_if_assigned() IS NULL AS no_xid;
 COMMIT;
 -- a re-entry, and a grant once the lock is released, write as before
 BEGIN;

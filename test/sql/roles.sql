@@ -1,6 +1,7 @@
 --
 -- roles: a role acts only on the locks, sessions and jobs of roles whose
--- privileges it has; everything else is refused with 42501 and unchanged
+-- privileges it has; everything else is refused and unchanged: with 42501,
+-- or for leases as for another owner (false, 55000)
 --
 
 CREATE ROLE tenant_a;
@@ -41,10 +42,6 @@ RESET ROLE;
 SELECT state() AS before \gset
 SET ROLE tenant_b;
 SELECT call, attempt(bind(call)) AS outcome FROM (VALUES
-	('distlock.renew(''a-lock'', ''a-owner'')'),
-	('distlock.renew(''a-lock'', ''b'')'),
-	('distlock.release(''a-lock'', ''a-owner'')'),
-	('distlock.release(''a-lock'', ''b'')'),
 	('distlock.fence(''a-lock'', <ta>)'),
 	('distlock.try_acquire(''b-lock'', ''b'', ''1 minute'', <sa>)'),
 	('distlock.heartbeat(<sa>)'),
@@ -61,8 +58,13 @@ SELECT call, attempt(bind(call)) AS outcome FROM (VALUES
 	('count(*) FROM distlock.locks'),
 	('count(*) FROM distlock.sessions')
 ) v(call);
--- a's owner string does not let b re-enter a's lease
+-- a's owner string does not let b re-enter a's lease, nor renew or
+-- release it: another role's lease is another owner's
 SELECT distlock.try_acquire('a-lock', 'a-owner') IS NULL AS refused;
+SELECT distlock.renew('a-lock', 'a-owner') AS renewed,
+	   distlock.renew('a-lock', 'b') AS renewed_b,
+	   distlock.release('a-lock', 'a-owner') AS released,
+	   distlock.release('a-lock', 'b') AS released_b;
 -- b's claims skip a's pending job; b's acknowledgement of it is refused
 SELECT count(*) AS claimed FROM distlock.claim('shared', :'sb');
 SELECT distlock.complete(:ja2, :'sb');
@@ -73,6 +75,23 @@ SELECT (SELECT count(*) FROM distlock.active_locks) AS locks,
 UPDATE distlock.jobs SET status = 'cancelled';
 RESET ROLE;
 SELECT state() = :'before' AS unchanged;
+
+-- a takeover by another role of a lapsed lease: the old holder's renew
+-- and release return false and its fence raises 55000, as after a takeover
+-- within one role, whatever owner string the new holder chose
+SET ROLE tenant_b;
+SELECT set_config('roles.tb', distlock.try_acquire('lapse', 'same', '1 ms')::text, false) IS NOT NULL AS b_holds;
+SELECT pg_sleep(0.01);
+SET ROLE tenant_a;
+SELECT distlock.try_acquire('lapse', 'same', '1 hour') > current_setting('roles.tb')::bigint AS a_took_over;
+SET ROLE tenant_b;
+SELECT distlock.renew('lapse', 'same') AS renewed,
+	   distlock.release('lapse', 'same') AS released;
+DO $$ BEGIN PERFORM distlock.fence('lapse', current_setting('roles.tb')::bigint);
+EXCEPTION WHEN OTHERS THEN RAISE NOTICE 'fence: %', SQLSTATE; END $$;
+RESET ROLE;
+SELECT owner, created_by FROM distlock.locks WHERE name = 'lapse';
+DELETE FROM distlock.locks WHERE name = 'lapse';
 
 -- a member of tenant_a acts for it: a worker role processing a's jobs
 SET ROLE tenant_a_worker;
