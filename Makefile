@@ -70,6 +70,7 @@ ISOLATION = \
 	refused_heartbeat \
 	maintain_skips_held \
 	refusal_no_lock \
+	throttle_foreign \
 	token_rebase
 
 REGRESS_OPTS = --inputdir=test

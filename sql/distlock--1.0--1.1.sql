@@ -101,3 +101,41 @@ INSERT INTO distlock.token_epoch
 	SELECT system_identifier, 0 FROM pg_catalog.pg_control_system();
 SELECT pg_catalog.pg_extension_config_dump('distlock.token_epoch', '');
 REVOKE ALL ON distlock.token_epoch FROM PUBLIC;
+
+--
+-- Throttles belong to a role (src/throttle.c): a throttle is the pair
+-- (owner, name), so a role draws only on its own buckets, or on those of a
+-- role whose privileges it has, and no other role can hold its row.  1.0's
+-- throttles become their last grantor's.
+--
+--	owner			role the throttle belongs to
+--
+ALTER TABLE distlock.throttles ADD COLUMN owner regrole;
+UPDATE distlock.throttles SET owner = created_by;
+ALTER TABLE distlock.throttles
+	ALTER COLUMN owner SET NOT NULL,
+	DROP CONSTRAINT throttles_pkey,
+	ADD CONSTRAINT throttles_pkey PRIMARY KEY (owner, name);
+
+DROP FUNCTION distlock.throttle(text, interval, integer);
+CREATE FUNCTION distlock.throttle(name text, every interval,
+								  burst integer DEFAULT 1,
+								  owner regrole DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'distlock_throttle'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION distlock.throttle(text, interval, integer, regrole) IS
+	'spend one permit of owner''s (default: the current role''s) rate limit of burst permits refilled one per every; false, writing nothing, when none is left';
+
+DROP FUNCTION distlock.throttle_status(text);
+CREATE FUNCTION distlock.throttle_status(name text,
+										 owner regrole DEFAULT NULL,
+										 OUT available integer,
+										 OUT next_in interval,
+										 OUT every interval,
+										 OUT burst integer)
+RETURNS record
+AS 'MODULE_PATHNAME', 'distlock_throttle_status'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION distlock.throttle_status(text, regrole) IS
+	'permits owner''s (default: the current role''s) throttle has now and the time until its next one, judged with the every and burst of its last grant';

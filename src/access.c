@@ -82,7 +82,7 @@ dl_may_act_for(DistlockCall *call, Oid creator)
 
 /*
  * Raise 42501 unless the caller may act on what creator created: the
- * object of kind named name (a lock or session name, a job id).
+ * object of kind named name (a lock, session or throttle name, a job id).
  */
 void
 dl_check_access(DistlockCall *call, Oid creator, DistlockObject kind,
@@ -108,6 +108,12 @@ dl_check_access(DistlockCall *call, Oid creator, DistlockObject kind,
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("permission denied for job %s", name),
+					 errdetail("It belongs to a role whose privileges the current role does not have.")));
+			break;
+		case DL_OBJECT_THROTTLE:
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("permission denied for throttle \"%s\"", name),
 					 errdetail("It belongs to a role whose privileges the current role does not have.")));
 			break;
 	}

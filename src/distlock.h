@@ -277,7 +277,8 @@ typedef enum DistlockObject
 {
 	DL_OBJECT_LOCK,
 	DL_OBJECT_SESSION,
-	DL_OBJECT_JOB
+	DL_OBJECT_JOB,
+	DL_OBJECT_THROTTLE
 } DistlockObject;
 
 extern bool dl_may_act_for(DistlockCall *call, Oid creator);

@@ -34,6 +34,13 @@
  * there are, provided the decisions are made one after another (below) and
  * the callers agree on every and burst.
  *
+ * A throttle belongs to a role: its row is keyed by (owner, name), owner
+ * being the calling role unless the call names another whose privileges
+ * the caller has (a group role shared by the processes that share the
+ * limit).  The owner is checked before any row is read, so a role can only
+ * ever wait for, or hold up, callers with the owner's privileges, and the
+ * same name means a different bucket to each role.
+ *
  * Concurrency: a grant locks the row FOR UPDATE, then reads the clock, then
  * decides (see distlock.h), so concurrent callers decide one after another,
  * each on what its predecessor committed.  The first call for a name inserts
@@ -67,6 +74,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/syscache.h"
 
 #include "distlock.h"
 
@@ -79,34 +87,34 @@ PG_FUNCTION_INFO_V1(distlock_throttle_status);
 #define THROTTLE_COL_EVERY		3
 #define THROTTLE_COL_BURST		4
 
-/* The committed row, read without locking it. */
+/* The committed row of throttle ($2, $1), read without locking it. */
 static DistlockStmt peek_stmt = {
 	"SELECT permits, refilled_at, every, burst FROM distlock.throttles"
-	" WHERE name = $1",
-	1, {TEXTOID}
+	" WHERE owner = $2 AND name = $1",
+	2, {TEXTOID, REGROLEOID}
 };
 
 static DistlockStmt lock_stmt = {
 	"SELECT permits, refilled_at, every, burst FROM distlock.throttles"
-	" WHERE name = $1 FOR UPDATE",
-	1, {TEXTOID}
+	" WHERE owner = $2 AND name = $1 FOR UPDATE",
+	2, {TEXTOID, REGROLEOID}
 };
 
 /* First use of a name: a full bucket, less the permit this call takes. */
 static DistlockStmt insert_stmt = {
-	"INSERT INTO distlock.throttles (name, every, burst, permits,"
+	"INSERT INTO distlock.throttles (owner, name, every, burst, permits,"
 	" refilled_at, granted_at, created_by)"
-	" VALUES ($1, $2, $3, $3 - 1, $4, $4, $5)"
-	" ON CONFLICT (name) DO NOTHING",
-	5, {TEXTOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, REGROLEOID}
+	" VALUES ($6, $1, $2, $3, $3 - 1, $4, $4, $5)"
+	" ON CONFLICT (owner, name) DO NOTHING",
+	6, {TEXTOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, REGROLEOID, REGROLEOID}
 };
 
 static DistlockStmt grant_stmt = {
 	"UPDATE distlock.throttles SET every = $2, burst = $3, permits = $4,"
 	" refilled_at = $5, granted_at = $6, created_by = $7"
-	" WHERE name = $1",
-	7, {TEXTOID, INTERVALOID, INT4OID, INT4OID, TIMESTAMPTZOID,
-	TIMESTAMPTZOID, REGROLEOID}
+	" WHERE owner = $8 AND name = $1",
+	8, {TEXTOID, INTERVALOID, INT4OID, INT4OID, TIMESTAMPTZOID,
+	TIMESTAMPTZOID, REGROLEOID, REGROLEOID}
 };
 
 /* A throttle row as read; every points into SPI memory. */
@@ -118,11 +126,14 @@ typedef struct ThrottleRow
 	int32		burst;
 } ThrottleRow;
 
-/* Read the row of name with stmt into *row; false if there is none. */
+/*
+ * Read the row of owner's throttle name with stmt into *row; false if there
+ * is none.
+ */
 static bool
-throttle_read_row(DistlockStmt *stmt, text *name, ThrottleRow *row)
+throttle_read_row(DistlockStmt *stmt, text *name, Oid owner, ThrottleRow *row)
 {
-	Datum		values[1] = {PointerGetDatum(name)};
+	Datum		values[2] = {PointerGetDatum(name), ObjectIdGetDatum(owner)};
 	bool		isnull;
 
 	if (dl_exec(stmt, values, NULL, 1) == 0)
@@ -161,12 +172,12 @@ throttle_available(ThrottleRow *row, int64 every_us, int32 burst,
 }
 
 /*
- * Take a permit of throttle name under its row lock, inserting the row on
- * first use: true if one was available.
+ * Take a permit of owner's throttle name under its row lock, inserting the
+ * row on first use: true if one was available.
  */
 static bool
-throttle_take(text *name, Interval *every, int64 every_us, int32 burst,
-			  Oid caller)
+throttle_take(text *name, Oid owner, Interval *every, int64 every_us,
+			  int32 burst, Oid caller)
 {
 	for (;;)
 	{
@@ -175,9 +186,9 @@ throttle_take(text *name, Interval *every, int64 every_us, int32 burst,
 		TimestampTz refilled_at;
 		int32		available;
 
-		if (!throttle_read_row(&lock_stmt, name, &row))
+		if (!throttle_read_row(&lock_stmt, name, owner, &row))
 		{
-			Datum		values[5];
+			Datum		values[6];
 
 			/* first use; lose a race and we lock the winner's row */
 			now = GetCurrentTimestamp();
@@ -186,6 +197,7 @@ throttle_take(text *name, Interval *every, int64 every_us, int32 burst,
 			values[2] = Int32GetDatum(burst);
 			values[3] = TimestampTzGetDatum(now);
 			values[4] = ObjectIdGetDatum(caller);
+			values[5] = ObjectIdGetDatum(owner);
 			if (dl_exec(&insert_stmt, values, NULL, 0) == 1)
 				return true;
 			CHECK_FOR_INTERRUPTS();
@@ -197,7 +209,7 @@ throttle_take(text *name, Interval *every, int64 every_us, int32 burst,
 									   &refilled_at);
 		if (available > 0)
 		{
-			Datum		values[7];
+			Datum		values[8];
 
 			values[0] = PointerGetDatum(name);
 			values[1] = IntervalPGetDatum(every);
@@ -206,6 +218,7 @@ throttle_take(text *name, Interval *every, int64 every_us, int32 burst,
 			values[4] = TimestampTzGetDatum(refilled_at);
 			values[5] = TimestampTzGetDatum(now);
 			values[6] = ObjectIdGetDatum(caller);
+			values[7] = ObjectIdGetDatum(owner);
 			dl_exec(&grant_stmt, values, NULL, 0);
 		}
 		return available > 0;
@@ -213,11 +226,33 @@ throttle_take(text *name, Interval *every, int64 every_us, int32 burst,
 }
 
 /*
- * throttle(name text, every interval, burst integer DEFAULT 1)
- *		RETURNS boolean
+ * The role whose throttle a call draws on: the owner argument argno, or the
+ * calling role.  A role that does not exist raises 42704, one the caller
+ * may not act for 42501, before any row is read.
+ */
+static Oid
+throttle_owner(FunctionCallInfo fcinfo, int argno, DistlockCall *call,
+			   text *name)
+{
+	Oid			owner;
+
+	if (PG_ARGISNULL(argno))
+		return call->caller;
+	owner = PG_GETARG_OID(argno);
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", owner)));
+	dl_check_access(call, owner, DL_OBJECT_THROTTLE, text_to_cstring(name));
+	return owner;
+}
+
+/*
+ * throttle(name text, every interval, burst integer DEFAULT 1,
+ *			owner regrole DEFAULT NULL) RETURNS boolean
  *
- * Spend one permit of throttle name and return true, or return false,
- * changing nothing, if none is left.  The throttle holds at most burst
+ * Spend one permit of owner's (NULL: the current role's) throttle name and
+ * return true, or return false, changing nothing, if none is left.  The throttle holds at most burst
  * permits and gets one back per every, so that no stretch of time of
  * length L sees more than burst + L / every grants.  every must be positive
  * and at most 366 days, burst between 1 and DISTLOCK_MAX_BURST.
@@ -234,16 +269,19 @@ distlock_throttle(PG_FUNCTION_ARGS)
 	ThrottleRow row;
 	TimestampTz refilled_at;
 	bool		granted;
+	Oid			owner;
 
 	dl_enter(&call, "distlock.throttle()", true);
+	owner = throttle_owner(fcinfo, 3, &call, name);
 
 	/* refuse on the committed row if it has no permit; see header comment */
-	if (throttle_read_row(&peek_stmt, name, &row) &&
+	if (throttle_read_row(&peek_stmt, name, owner, &row) &&
 		throttle_available(&row, every_us, burst, GetCurrentTimestamp(),
 						   &refilled_at) == 0)
 		granted = false;
 	else
-		granted = throttle_take(name, every, every_us, burst, call.caller);
+		granted = throttle_take(name, owner, every, every_us, burst,
+								call.caller);
 
 	dl_leave(&call);
 
@@ -251,10 +289,11 @@ distlock_throttle(PG_FUNCTION_ARGS)
 }
 
 /*
- * throttle_status(name text, OUT available integer, OUT next_in interval,
+ * throttle_status(name text, owner regrole DEFAULT NULL,
+ *				   OUT available integer, OUT next_in interval,
  *				   OUT every interval, OUT burst integer) RETURNS record
  *
- * What throttle name holds now, judged with the every and burst of its last
+ * What owner's (NULL: the current role's) throttle name holds now, judged with the every and burst of its last
  * grant: the permits a call could take, and the time until one is there
  * (zero while one is).  42704 if the name was never used.  Reads the latest
  * committed row without locking it.
@@ -279,7 +318,8 @@ distlock_throttle_status(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 
 	dl_enter(&call, "distlock.throttle_status()", false);
-	if (!throttle_read_row(&peek_stmt, name, &row))
+	if (!throttle_read_row(&peek_stmt, name,
+						   throttle_owner(fcinfo, 1, &call, name), &row))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("throttle \"%s\" does not exist",

@@ -130,3 +130,31 @@ SELECT state() = :'before' AS unchanged;
 SELECT distlock.throttle(repeat('é', 255), '1 hour') AS granted;
 SELECT available FROM distlock.throttle_status(repeat('é', 255));
 
+
+-- a throttle belongs to a role: the same name is another bucket to another
+-- role, and a role draws on a role's throttle only with its privileges
+CREATE ROLE throttle_alice;
+CREATE ROLE throttle_bob;
+CREATE ROLE throttle_shared;
+GRANT throttle_shared TO throttle_alice, throttle_bob;
+GRANT USAGE ON SCHEMA distlock TO throttle_alice, throttle_bob;
+SET ROLE throttle_alice;
+SELECT distlock.throttle('api', '1 hour') AS alice_first,
+	   distlock.throttle('api', '1 hour') AS alice_second;
+SET ROLE throttle_bob;
+SELECT distlock.throttle('api', '1 hour') AS bob_first;
+SELECT attempt('distlock.throttle(''api'', ''1 hour'', owner => ''throttle_alice'')');
+SELECT attempt('distlock.throttle_status(''api'', ''throttle_alice'')');
+SELECT attempt('distlock.throttle(''api'', ''1 hour'', owner => 12345::oid::regrole)');
+-- a limit shared through a group role
+SELECT distlock.throttle('shared-api', '1 hour', 2, 'throttle_shared') AS bob_shared;
+SET ROLE throttle_alice;
+SELECT distlock.throttle('shared-api', '1 hour', 2, 'throttle_shared') AS alice_shared,
+	   distlock.throttle('shared-api', '1 hour', 2, 'throttle_shared') AS alice_shared_again;
+SELECT available FROM distlock.throttle_status('shared-api', 'throttle_shared');
+RESET ROLE;
+SELECT owner, name, created_by FROM distlock.throttles
+ WHERE name IN ('api', 'shared-api') ORDER BY name, owner::text;
+DELETE FROM distlock.throttles WHERE owner::text LIKE 'throttle\_%';
+REVOKE USAGE ON SCHEMA distlock FROM throttle_alice, throttle_bob;
+DROP ROLE throttle_alice, throttle_bob, throttle_shared;
