@@ -104,9 +104,13 @@ check_interval_usecs(const Interval *span)
 
 /*
  * An interval that must be given, positive (or zero if allow_zero) and at
- * most DISTLOCK_MAX_INTERVAL_USECS.  Months count as 30 days here, as in
- * interval comparison; the expiry itself is computed with calendar
- * arithmetic by dl_add_interval().
+ * most DISTLOCK_MAX_INTERVAL_USECS.  It is judged twice: by its length with
+ * months of 30 days, as in interval comparison and as rates use it
+ * (dl_interval_usecs()), and by where it lands on the calendar from now,
+ * as expiries are computed (dl_add_interval()).  Parts that mix signs can
+ * make the two disagree ('120000 months -3599999 days' is one day long by
+ * the first rule and 143 years by the second), so each part alone must be
+ * within the limit too, which also keeps the calendar sum in range.
  */
 Interval *
 dl_arg_interval(FunctionCallInfo fcinfo, int argno, const char *what,
@@ -114,20 +118,30 @@ dl_arg_interval(FunctionCallInfo fcinfo, int argno, const char *what,
 {
 	Interval   *span;
 	double		usecs;
+	TimestampTz now;
+	double		landing;
 
 	dl_arg_not_null(fcinfo, argno, what);
 	span = PG_GETARG_INTERVAL_P(argno);
 	usecs = check_interval_usecs(span);
 
-	if (usecs < 0 && allow_zero)
+	if (Abs(span->month) > 12 || Abs(span->day) > 366 ||
+		Abs(span->time) > DISTLOCK_MAX_INTERVAL_USECS ||
+		usecs > (double) DISTLOCK_MAX_INTERVAL_USECS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not exceed 366 days", what)));
+	now = GetCurrentTimestamp();
+	landing = (double) (dl_add_interval(now, span) - now);
+	if ((usecs < 0 || landing < 0) && allow_zero)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be zero or positive", what)));
-	if (usecs <= 0 && !allow_zero)
+	if ((usecs <= 0 || landing <= 0) && !allow_zero)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be positive", what)));
-	if (usecs > (double) DISTLOCK_MAX_INTERVAL_USECS)
+	if (landing > (double) DISTLOCK_MAX_INTERVAL_USECS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not exceed 366 days", what)));

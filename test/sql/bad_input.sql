@@ -35,6 +35,11 @@ SELECT call, attempt(bind(call)) AS outcome FROM (VALUES
 	('distlock.try_acquire(''n'', ''o'', ''1 month -30 days'')'),
 	('distlock.try_acquire(''n'', ''o'', ''367 days'')'),
 	('distlock.try_acquire(''n'', ''o'', ''1000 years'')'),
+	-- judged where they land on the calendar: 143 years, and in the past
+	('distlock.try_acquire(''n'', ''o'', ''120000 months -3599999 days'')'),
+	('distlock.try_acquire(''n'', ''o'', ''-1000 months 30001 days'')'),
+	('distlock.try_acquire(''n'', ''o'', ''1 minute'', min_hold => ''-12 months 365 days'')'),
+	('distlock.session_open(''-12 months 363 days'')'),
 	('distlock.try_acquire(''n'', ''o'', ''1 minute'', ''00000000-0000-0000-0000-000000000000'')'),
 	('distlock.try_acquire(''n'', ''o'', ''1 minute'', <dead>)'),
 	('distlock.try_acquire(''n'', ''o'', ''1 minute'', ''not-a-uuid'')'),
