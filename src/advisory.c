@@ -44,15 +44,37 @@ PG_FUNCTION_INFO_V1(distlock_lock_key);
  * name here, the empty string included; NULL raises 22004 (a NULL key would
  * make pg_try_advisory_lock() answer NULL, which reads as "not acquired").
  */
+/*
+ * The first 8 bytes of the SHA-256 digest of data, as a little-endian
+ * integer: lock_key()'s key, and the key of a session's lock tags
+ * (session.c), which must not tell other roles the session's id.
+ */
+uint64
+dl_sha256_key(const uint8 *data, size_t len)
+{
+	pg_cryptohash_ctx *ctx;
+	uint8		digest[PG_SHA256_DIGEST_LENGTH];
+	uint64		key = 0;
+
+	ctx = pg_cryptohash_create(PG_SHA256);
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, data, len) < 0 ||
+		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "could not compute SHA-256 digest: %s",
+			 pg_cryptohash_error(ctx));
+	pg_cryptohash_free(ctx);
+
+	for (int i = 7; i >= 0; i--)
+		key = (key << 8) | digest[i];
+	return key;
+}
+
 Datum
 distlock_lock_key(PG_FUNCTION_ARGS)
 {
 	text	   *name;
 	char	   *utf8;
 	int			len;
-	pg_cryptohash_ctx *ctx;
-	uint8		digest[PG_SHA256_DIGEST_LENGTH];
-	uint64		key = 0;
 
 	dl_arg_not_null(fcinfo, 0, "name");
 	name = PG_GETARG_TEXT_PP(0);
@@ -61,16 +83,5 @@ distlock_lock_key(PG_FUNCTION_ARGS)
 	if (utf8 != VARDATA_ANY(name))
 		len = strlen(utf8);
 
-	ctx = pg_cryptohash_create(PG_SHA256);
-	if (pg_cryptohash_init(ctx) < 0 ||
-		pg_cryptohash_update(ctx, (uint8 *) utf8, len) < 0 ||
-		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
-		elog(ERROR, "could not compute SHA-256 digest: %s",
-			 pg_cryptohash_error(ctx));
-	pg_cryptohash_free(ctx);
-
-	for (int i = 7; i >= 0; i--)
-		key = (key << 8) | digest[i];
-
-	PG_RETURN_INT64((int64) key);
+	PG_RETURN_INT64((int64) dl_sha256_key((uint8 *) utf8, len));
 }

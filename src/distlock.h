@@ -192,6 +192,9 @@ typedef struct DistlockCatalog
 	Oid			status_completed;
 } DistlockCatalog;
 
+/* advisory.c */
+extern uint64 dl_sha256_key(const uint8 *data, size_t len);
+
 /* catalog.c */
 extern const DistlockCatalog *dl_catalog(void);
 

@@ -13,10 +13,10 @@
  *
  * Two heavyweight locks per session order the calls that depend on it.
  * Both are transaction-level advisory-lock tags (USER_LOCKMETHOD) carrying
- * 64 bits of the session id and, in the field core leaves to extensions, a
- * kind of distlock's own (SESSION_TAG_USE, SESSION_TAG_BEAT), so that
- * pg_locks shows them as advisory locks and monitoring queries over it keep
- * working.  Neither writes WAL or dirties a page.
+ * 64 bits of a digest of the session id and, in the field core leaves to
+ * extensions, a kind of distlock's own (SESSION_TAG_USE, SESSION_TAG_BEAT),
+ * so that pg_locks shows them as advisory locks and monitoring queries over
+ * it keep working.  Neither writes WAL or dirties a page.
  *
  *	- The use lock.  A call the session itself makes (claim, complete,
  *	  fail, an acquire bound to it) holds it in ShareLock until its
@@ -279,25 +279,36 @@ session_check_access(DistlockCall *call, Oid creator, Datum session_id)
 															session_id)));
 }
 
-/* The lock tag of kind on session_id: 64 of its bits, in this database. */
+/*
+ * The lock tag of kind on session_id, in this database: 64 bits of the
+ * SHA-256 digest of the id, so that pg_locks, which every role may read,
+ * tells nobody a session's id, and nobody can make up an id whose tag is
+ * another session's.  The last id's digest is kept: a call takes and
+ * tests the same session's locks several times.
+ */
 static void
 session_tag(LOCKTAG *tag, Datum session_id, uint16 kind)
 {
-	const uint8 *id = DatumGetUUIDP(session_id)->data;
+	static pg_uuid_t last_id;
+	static uint64 last_key;
+	static bool last_valid = false;
+	const pg_uuid_t *id = DatumGetUUIDP(session_id);
 
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId,
-						 ((uint32) id[0] << 24) | ((uint32) id[1] << 16) |
-						 ((uint32) id[2] << 8) | id[3],
-						 ((uint32) id[4] << 24) | ((uint32) id[5] << 16) |
-						 ((uint32) id[6] << 8) | id[7],
-						 kind);
+	if (!last_valid || memcmp(id->data, last_id.data, UUID_LEN) != 0)
+	{
+		last_key = dl_sha256_key(id->data, UUID_LEN);
+		last_id = *id;
+		last_valid = true;
+	}
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (last_key >> 32),
+						 (uint32) last_key, kind);
 }
 
 /*
  * Take session_id's lock of kind in mode, until the transaction ends or
  * session_unlock().  With dont_wait, return false at once if another
- * transaction holds a conflicting mode.  Two sessions that share 64 bits
- * of their ids would only wait for each other a little more than needed.
+ * transaction holds a conflicting mode.  Two sessions whose ids' digests
+ * share 64 bits would only wait for each other a little more than needed.
  */
 static bool
 session_lock(Datum session_id, uint16 kind, LOCKMODE mode, bool dont_wait)

@@ -15,6 +15,18 @@ SELECT locktype, mode, objsubid FROM pg_locks
  WHERE pid = pg_backend_pid() AND locktype = 'advisory';
 SELECT count(pg_describe_object(classid, objid, objsubid)) >= 0 AS described
   FROM pg_locks WHERE locktype = 'object' AND classid IS NOT NULL;
+-- the tag carries 64 bits of the SHA-256 digest of the session id, the key
+-- lock_key() computes for the same bytes, and none of the id itself, so
+-- that pg_locks, which every role may read, publishes no session's id
+SELECT (l.classid::bigint << 32 | l.objid::bigint) =
+	   (SELECT ('x' || string_agg(substr(h, i, 2), '' ORDER BY i DESC))::bit(64)::bigint
+		  FROM encode(sha256(uuid_send(:'m')), 'hex') h, generate_series(1, 15, 2) i)
+	   AS digest_key,
+	   position(lpad(to_hex(l.classid::bigint), 8, '0') IN replace(:'m', '-', '')) = 0
+	   AND position(lpad(to_hex(l.objid::bigint), 8, '0') IN replace(:'m', '-', '')) = 0
+	   AS id_hidden
+  FROM pg_locks l
+ WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory' AND l.objsubid = 17409;
 COMMIT;
 SELECT count(*) AS held_after_commit FROM pg_locks
  WHERE pid = pg_backend_pid() AND locktype = 'advisory';
