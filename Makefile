@@ -71,6 +71,7 @@ ISOLATION = \
 	maintain_skips_held \
 	refusal_no_lock \
 	throttle_foreign \
+	foreign_stall \
 	token_rebase
 
 REGRESS_OPTS = --inputdir=test
