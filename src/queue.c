@@ -140,12 +140,16 @@ static DistlockStmt complete_batch_held_stmt = {
 	4, {INT8ARRAYOID, UUIDOID, TIMESTAMPTZOID, JSONBOID}
 };
 
-/* The first of an array's job ids that does not exist. */
+/*
+ * The first of an array's job ids that is no job role $2 may act for
+ * (queue_job_check()).
+ */
 static DistlockStmt missing_job_stmt = {
 	"SELECT i FROM unnest($1) i"
-	" WHERE NOT EXISTS (SELECT 1 FROM distlock.jobs WHERE id = i)"
+	" WHERE NOT EXISTS (SELECT 1 FROM distlock.jobs WHERE id = i"
+	" AND distlock.may_act_for($2, created_by))"
 	" ORDER BY i LIMIT 1",
-	1, {INT8ARRAYOID}
+	2, {INT8ARRAYOID, REGROLEOID}
 };
 
 /* One job, acknowledged at $3; returns its queue. */
@@ -194,28 +198,24 @@ static void queue_put_job(ReturnSetInfo *rsinfo, HeapTuple row,
 						  TupleDesc rowdesc);
 
 /*
- * The role that enqueued job_id.  Raises 42704 if there is no such job, so
- * that a wrong id is not mistaken for a refusal.
+ * Raise 42704 unless job_id is a job the caller may act for: a job of a
+ * role whose privileges the caller lacks is one it cannot see (as in the
+ * views), so it is told no more than for an id that is no job.  Called
+ * when an acknowledgement changed nothing, so that a wrong id is not
+ * mistaken for a refusal, and before a cancel.
  */
-static Oid
-queue_job_creator(Datum job_id)
+static void
+queue_job_check(DistlockCall *call, Datum job_id)
 {
 	Datum		values[1] = {job_id};
 	bool		isnull;
 
-	if (dl_exec(&creator_stmt, values, NULL, 1) == 0)
+	if (dl_exec(&creator_stmt, values, NULL, 1) == 0 ||
+		!dl_may_act_for(call, DatumGetObjectId(dl_getattr(0, 1, &isnull))))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("job " INT64_FORMAT " does not exist",
 						DatumGetInt64(job_id))));
-	return DatumGetObjectId(dl_getattr(0, 1, &isnull));
-}
-
-/* A job id as messages show it. */
-static char *
-queue_job_label(int64 id)
-{
-	return psprintf(INT64_FORMAT, id);
 }
 
 /*
@@ -279,11 +279,15 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 		}
 		if (dl_exec(&find_dedup_stmt, dedup_values, NULL, 1) == 1)
 		{
-			/* another role's job is not ours to see */
+			/* another role's job is not ours to see: not even its id */
 			id = dl_getint64(0, 1);
-			dl_check_access(&call,
-							DatumGetObjectId(dl_getattr(0, 2, &isnull)),
-							DL_OBJECT_JOB, queue_job_label(id));
+			if (!dl_may_act_for(&call,
+								DatumGetObjectId(dl_getattr(0, 2, &isnull))))
+				ereport(ERROR,
+						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+						 errmsg("dedup key \"%s\" of queue \"%s\" is taken by another role's job",
+								text_to_cstring(dedup_key),
+								text_to_cstring(queue))));
 			break;
 		}
 		CHECK_FOR_INTERRUPTS();
@@ -619,7 +623,7 @@ distlock_complete(PG_FUNCTION_ARGS)
 	if (dl_session_acting(&call, PG_GETARG_DATUM(1)))
 		done = queue_complete_job(fcinfo, NULL);
 	if (!done)
-		(void) queue_job_creator(PG_GETARG_DATUM(0));
+		queue_job_check(&call, PG_GETARG_DATUM(0));
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(done);
@@ -681,12 +685,16 @@ distlock_complete_batch(PG_FUNCTION_ARGS)
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &id, &isnull);
 	}
-	/* fewer than asked for: an id that is no job is an error */
-	if (n < (uint64) nids && dl_exec(&missing_job_stmt, values, NULL, 1) == 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("job " INT64_FORMAT " does not exist",
-						dl_getint64(0, 1))));
+	/* fewer than asked for: an id that is no job (of ours) is an error */
+	if (n < (uint64) nids)
+	{
+		values[1] = ObjectIdGetDatum(call.caller);
+		if (dl_exec(&missing_job_stmt, values, NULL, 1) == 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("job " INT64_FORMAT " does not exist",
+							dl_getint64(0, 1))));
+	}
 	dl_leave(&call);
 
 	return (Datum) 0;
@@ -724,7 +732,7 @@ distlock_complete_and_claim(PG_FUNCTION_ARGS)
 	reap = dl_session_use(&call, PG_GETARG_DATUM(1), &expires);
 	if (!queue_complete_job(fcinfo, &queue))
 	{
-		(void) queue_job_creator(PG_GETARG_DATUM(0));
+		queue_job_check(&call, PG_GETARG_DATUM(0));
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("job " INT64_FORMAT " is not running for session \"%s\"",
@@ -776,7 +784,7 @@ distlock_fail(PG_FUNCTION_ARGS)
 		dl_wake_for_jobs_back();
 	}
 	if (!done)
-		(void) queue_job_creator(values[0]);
+		queue_job_check(&call, values[0]);
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(done);
@@ -800,8 +808,7 @@ distlock_cancel(PG_FUNCTION_ARGS)
 	values[0] = PG_GETARG_DATUM(0);
 
 	dl_enter(&call, "distlock.cancel()", true);
-	dl_check_access(&call, queue_job_creator(values[0]), DL_OBJECT_JOB,
-					queue_job_label(DatumGetInt64(values[0])));
+	queue_job_check(&call, values[0]);
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 	done = dl_exec(&cancel_stmt, values, NULL, 0) == 1;
 	dl_leave(&call);
