@@ -139,3 +139,16 @@ AS 'MODULE_PATHNAME', 'distlock_throttle_status'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 COMMENT ON FUNCTION distlock.throttle_status(text, regrole) IS
 	'permits owner''s (default: the current role''s) throttle has now and the time until its next one, judged with the every and burst of its last grant';
+
+--
+-- The extension's owner (a database owner who installed the trusted
+-- extension) can back it up and restore it without being a superuser:
+-- pg_dump reads every table and counter, and pg_restore adds rows and sets
+-- the counters (so fencing tokens and job ids go on from where they were).
+-- Nothing more: the owner cannot update, delete or truncate rows, and owns
+-- nothing, so no trigger of its own runs inside distlock's calls.  It can
+-- already act for every role through the functions.
+--
+GRANT SELECT, INSERT ON distlock.locks, distlock.sessions, distlock.jobs,
+	distlock.throttles, distlock.token_epoch TO @extowner@;
+GRANT SELECT, UPDATE ON distlock.token_seq, distlock.jobs_id_seq TO @extowner@;

@@ -397,7 +397,16 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		granted = true;
 		token = dl_getint64(0, 1);
 		if (!reentry)
+		{
+			/* a sequence set back (by hand, or a restore that lost it) */
+			if (token <= row.token)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("fencing token " INT64_FORMAT " of lock \"%s\" is not above its last token " INT64_FORMAT,
+								token, text_to_cstring(name), row.token),
+						 errhint("distlock.token_seq was set back; set it above every token handed out.")));
 			dl_token_drawn(token);
+		}
 		break;
 	}
 	dl_leave(&call);

@@ -6,6 +6,8 @@
 # fresh database, and checks that every row survives, that the next fencing
 # token is larger than every token issued before the dump, that job ids go
 # on from where they were, and that restored leases and sessions still hold.
+# Then the same as the owner of a trusted install who is not a superuser:
+# its own dump restored by itself, and a superuser's dump restored by it.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 test_cluster_start dump
@@ -61,3 +63,47 @@ check "privileges restored" "$(psql -At -d dst -c "$acls")" "$(psql -At -d src -
 check "the token epoch's row came along; restored into this cluster, no rebase: rows naming it, base 0" \
 	"$(psql -At -d dst -c "SELECT count(*), max(base), bool_and(e.system_identifier = c.system_identifier)
 		FROM distlock.token_epoch e, pg_control_system() c")" "2|0|t"
+
+# The owner of a trusted install, not a superuser, backs it up and restores
+# it, and restores a superuser's dump (pg_dump and pg_restore as that role).
+psql -c "CREATE ROLE dbo LOGIN" -c "CREATE DATABASE osrc OWNER dbo" \
+	-c "CREATE DATABASE odst OWNER dbo" -c "CREATE DATABASE odst2 OWNER dbo"
+command psql -X -q -v ON_ERROR_STOP=1 -U dbo -d osrc <<'SQL' >/dev/null
+CREATE EXTENSION distlock;
+CREATE TABLE sess AS SELECT distlock.session_open('1 hour', 'dumped') AS id;
+SELECT distlock.try_acquire('lock-' || i, 'owner-' || i, '1 hour') FROM generate_series(1, 20) i;
+SELECT distlock.enqueue('q', jsonb_build_object('i', i)) FROM generate_series(1, 100) i;
+SELECT count(*) FROM distlock.claim('q', (SELECT id FROM sess), 10);
+SELECT distlock.throttle('t', '1 hour');
+SQL
+odigest="$digest UNION ALL SELECT md5(string_agg(t::text, ',' ORDER BY t::text)) FROM distlock.throttles t"
+obefore=$(psql -At -d osrc -c "$odigest")
+omax_token=$(psql -At -d osrc -c "SELECT max(token) FROM distlock.locks")
+omax_job=$(psql -At -d osrc -c "SELECT max(id) FROM distlock.jobs")
+ocounts_before=$(psql -At -d osrc -c "$counts")
+as_owner "$PG_BINDIR/pg_dump" -h "$PGHOST" -p "$PGPORT" -U dbo -Fc -f "$dir/osrc.dump" osrc \
+	2>"$dir/odump.err" || true
+check "the owner dumps its trusted install" "$(cat "$dir/odump.err")" ""
+as_owner "$PG_BINDIR/pg_restore" -h "$PGHOST" -p "$PGPORT" -U dbo -d odst "$dir/osrc.dump" \
+	2>"$dir/orestore.err" || true
+check "the owner restores it without errors" "$(cat "$dir/orestore.err")" ""
+check "every row restored by the owner ($ocounts_before locks/sessions/jobs)" \
+	"$(psql -At -d odst -c "$counts")" "$ocounts_before"
+check "rows restored by the owner identical" "$(psql -At -d odst -c "$odigest")" "$obefore"
+check "after the owner's restore, the next token is above every token before the dump" \
+	"$(command psql -X -At -U dbo -d odst -c "SELECT distlock.try_acquire('new lock', 'w') > $omax_token")" t
+check "after the owner's restore, job ids continue" \
+	"$(command psql -X -At -U dbo -d odst -c "SELECT distlock.enqueue('q') > $omax_job")" t
+check "the owner still cannot change or remove rows directly" \
+	"$(command psql -X -At -U dbo -d odst -c "SELECT has_table_privilege('distlock.jobs', 'UPDATE'),
+		has_table_privilege('distlock.jobs', 'DELETE'), has_table_privilege('distlock.jobs', 'TRUNCATE')")" "f|f|f"
+
+as_owner "$PG_BINDIR/pg_restore" -h "$PGHOST" -p "$PGPORT" -U dbo --no-owner -d odst2 "$dir/src.dump" \
+	2>"$dir/orestore2.err" || true
+check "the owner restores a superuser's dump without errors" "$(cat "$dir/orestore2.err")" ""
+check "every row of the superuser's dump restored by the owner" \
+	"$(psql -At -d odst2 -c "$counts")" "$counts_before"
+check "rows of the superuser's dump restored by the owner identical" \
+	"$(psql -At -d odst2 -c "$digest")" "$before"
+check "after that restore too, the next token is above every token before the dump" \
+	"$(command psql -X -At -U dbo -d odst2 -c "SELECT distlock.try_acquire('new lock', 'w') > $max_token")" t
