@@ -13,12 +13,14 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'distlock_may_act_for'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
 COMMENT ON FUNCTION distlock.may_act_for(regrole, regrole) IS
-	'whether caller has the privileges of creator, or of the extension owner';
+	'whether caller has the privileges of creator, of the extension owner or of the database owner';
 
 CREATE OR REPLACE FUNCTION distlock.visible(creator regrole)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'distlock_visible'
 LANGUAGE C STABLE STRICT PARALLEL SAFE;
+COMMENT ON FUNCTION distlock.visible(regrole) IS
+	'whether the current role has the privileges of creator, of the extension owner or of the database owner';
 
 --
 -- Calls that wait in the server (src/wait.c).  Procedures, so that they can
@@ -152,3 +154,17 @@ COMMENT ON FUNCTION distlock.throttle_status(text, regrole) IS
 GRANT SELECT, INSERT ON distlock.locks, distlock.sessions, distlock.jobs,
 	distlock.throttles, distlock.token_epoch TO @extowner@;
 GRANT SELECT, UPDATE ON distlock.token_seq, distlock.jobs_id_seq TO @extowner@;
+
+--
+-- The database's owner administers distlock whoever installed it (any role
+-- with CREATE on the database may install a trusted extension): it may act
+-- for every role (src/access.c), and gets USAGE on the schema, with the
+-- right to grant it, as the extension's owner does.
+--
+DO $$
+BEGIN
+	EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA distlock TO %I WITH GRANT OPTION',
+		(SELECT d.datdba::pg_catalog.regrole::pg_catalog.text FROM pg_catalog.pg_database d
+		  WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()));
+END
+$$;

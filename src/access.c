@@ -8,8 +8,11 @@
  * close, acknowledge, cancel, or read its payload through claim) only if it
  * has the privileges of that role, as pg_has_role(..., 'USAGE') defines:
  * the role itself, a member that inherits from it, or a superuser.  A role
- * with the privileges of the extension's owner may act on everything, as a
- * database owner may.  The views apply the same rule to what they show.
+ * with the privileges of the extension's owner, or of the database's
+ * owner, administers distlock and may act on everything: whoever installed
+ * it (any role with CREATE on the database may install a trusted
+ * extension), and the owner of the database it lives in, whoever that
+ * installer was.  The views apply the same rule to what they show.
  *
  * The functions run their statements as the schema owner (exec.c), so the
  * tables themselves grant nothing to callers; these checks are the only way
@@ -29,11 +32,13 @@
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/indexing.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_extension.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "distlock.h"
 
@@ -68,16 +73,32 @@ access_extension_owner(void)
 	return owner;
 }
 
+/* The owner of the current database. */
+static Oid
+access_database_owner(void)
+{
+	HeapTuple	tup;
+	Oid			owner;
+
+	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(MyDatabaseId));
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "cache lookup failed for database %u", MyDatabaseId);
+	owner = ((Form_pg_database) GETSTRUCT(tup))->datdba;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
 /*
  * Whether the caller of this API call may act on what role creator created.
  * The common case, acting on one's own objects, costs a cached role lookup;
- * only a refusal looks up the extension's owner.
+ * only a refusal looks up the administrators.
  */
 bool
 dl_may_act_for(DistlockCall *call, Oid creator)
 {
 	return has_privs_of_role(call->caller, creator) ||
-		has_privs_of_role(call->caller, access_extension_owner());
+		has_privs_of_role(call->caller, access_extension_owner()) ||
+		has_privs_of_role(call->caller, access_database_owner());
 }
 
 /*

@@ -36,6 +36,24 @@ check "... which the owner still holds" \
 	"$(as_dbo -c "SELECT owner FROM distlock.active_locks WHERE name = 'dbo-lock'")" dbo
 check "the application role sees only its own rows" \
 	"$(as_app -c "SELECT string_agg(name, ',') FROM distlock.active_locks")" app-lock
+# any role with CREATE on the database may install it; the database's
+# owner still administers it
+psql -c "CREATE ROLE installer LOGIN" -c "GRANT CREATE ON DATABASE appdb TO installer"
+as_dbo -c "DROP EXTENSION distlock"
+psql -At -U installer -d appdb -c "CREATE EXTENSION distlock" -c "GRANT USAGE ON SCHEMA distlock TO app" >/dev/null
+check "a role with CREATE on the database installs it and owns it" \
+	"$(as_dbo -c "SELECT extowner::regrole FROM pg_extension WHERE extname = 'distlock'")" installer
+as_app -c "SELECT distlock.try_acquire('app-lock', 'app', '1 hour')" >/dev/null
+check "the database's owner may call it, and administers the application role's lock" \
+	"$(as_dbo -c "SELECT distlock.renew('app-lock', 'app', '2 hours'), distlock.release('app-lock', 'app')")" "t|t"
+check "... while the application role still sees only its own rows, and none of the owners'" \
+	"$(as_dbo -c "SELECT distlock.try_acquire('dbo-lock', 'dbo', '1 hour') IS NOT NULL" &&
+	   as_app -c "SELECT count(*) FROM distlock.active_locks WHERE name = 'dbo-lock'")" $'t\n0'
+psql -At -U installer -d appdb -c "DROP EXTENSION distlock" >/dev/null
+check "the installer drops it again" \
+	"$(as_dbo -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'distlock'")" 0
+psql -c "REVOKE CREATE ON DATABASE appdb FROM installer" -c "DROP ROLE installer"
+as_dbo -c "CREATE EXTENSION distlock"
 as_dbo -c "DROP EXTENSION distlock"
 check "the owner drops it again" \
 	"$(as_dbo -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'distlock'")" 0
