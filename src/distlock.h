@@ -259,8 +259,10 @@ extern void dl_latest_scan(LatestRead *lr, Oid indexid,
 						   Datum value);
 extern bool dl_latest_next(LatestRead *lr);
 extern void dl_latest_close(LatestRead *lr);
-extern void dl_version_check_visible(Oid relid, ItemPointer tid);
-extern bool dl_version_lock(Oid relid, ItemPointer tid, LockTupleMode mode);
+extern void dl_version_check_visible(Oid relid, ItemPointer tid,
+									 TransactionId xmin);
+extern bool dl_version_lock(Oid relid, ItemPointer tid, TransactionId xmin,
+							LockTupleMode mode);
 
 /* check.c */
 extern text *dl_arg_name(FunctionCallInfo fcinfo, int argno, const char *what);

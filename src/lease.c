@@ -101,6 +101,7 @@ PG_FUNCTION_INFO_V1(distlock_fence);
 #define LOCK_COL_CREATOR	6
 #define LOCK_COL_HOLDER_EXPIRES	7
 #define LOCK_COL_TID		8
+#define LOCK_COL_XMIN		9
 
 /*
  * The row of a lock name and its holder's session expiry, read as last
@@ -108,7 +109,7 @@ PG_FUNCTION_INFO_V1(distlock_fence);
  */
 static DistlockStmt read_stmt = {
 	"SELECT l.owner, l.session_id, l.token, l.expires_at, l.hold_until,"
-	" l.created_by, s.expires_at, l.ctid"
+	" l.created_by, s.expires_at, l.ctid, l.xmin"
 	" FROM distlock.locks l LEFT JOIN distlock.sessions s"
 	" ON s.id = l.session_id WHERE l.name = $1",
 	1, {TEXTOID}
@@ -158,6 +159,7 @@ static DistlockStmt release_stmt = {
 typedef struct LeaseRow
 {
 	ItemPointerData tid;		/* the version read */
+	TransactionId xmin;			/* its raw xmin */
 	text	   *owner;			/* NULL when released */
 	bool		has_session;
 	Datum		session_id;
@@ -188,6 +190,7 @@ lease_read(text *name, LeaseRow *row)
 
 	row->tid = *(ItemPointer) DatumGetPointer(dl_getattr(0, LOCK_COL_TID,
 														   &isnull));
+	row->xmin = DatumGetTransactionId(dl_getattr(0, LOCK_COL_XMIN, &isnull));
 	d = dl_getattr(0, LOCK_COL_OWNER, &isnull);
 	row->owner = isnull ? NULL : DatumGetTextPP(d);
 	row->session_id = dl_getattr(0, LOCK_COL_SESSION, &isnull);
@@ -204,7 +207,7 @@ lease_read(text *name, LeaseRow *row)
 	row->has_holder_expiry = !isnull;
 	row->holder_expires = isnull ? 0 : DatumGetTimestampTz(d);
 
-	dl_version_check_visible(dl_catalog()->locks, &row->tid);
+	dl_version_check_visible(dl_catalog()->locks, &row->tid, row->xmin);
 	return true;
 }
 
@@ -215,7 +218,7 @@ lease_read(text *name, LeaseRow *row)
 static bool
 lease_lock(LeaseRow *row, LockTupleMode mode)
 {
-	return dl_version_lock(dl_catalog()->locks, &row->tid, mode);
+	return dl_version_lock(dl_catalog()->locks, &row->tid, row->xmin, mode);
 }
 
 /*

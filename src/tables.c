@@ -39,6 +39,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -329,15 +330,42 @@ dl_latest_close(LatestRead *lr)
 }
 
 /*
+ * Fetch into slot, under snapshot, the version of a row of rel at tid
+ * that a statement read (as latest committed) with raw xmin xmin: false if
+ * it is not there any more.  The statement's buffer pins are gone, so the
+ * page may have been pruned since and the line pointer reused: the fetch
+ * checks that it still holds a tuple the snapshot sees, and xmin that it
+ * is the one read (a tuple put there later has another: the transaction
+ * that wrote the version read had committed before the read).  The slot
+ * keeps the page pinned, so it is not pruned while the caller goes on.
+ */
+static bool
+version_fetch(Relation rel, Snapshot snapshot, TupleTableSlot *slot,
+			  ItemPointer tid, TransactionId xmin)
+{
+	bool		should_free;
+	HeapTuple	tuple;
+	bool		same;
+
+	if (!table_tuple_fetch_row_version(rel, tid, snapshot, slot))
+		return false;
+	tuple = ExecFetchSlotHeapTuple(slot, false, &should_free);
+	same = TransactionIdEquals(HeapTupleHeaderGetRawXmin(tuple->t_data), xmin);
+	if (should_free)
+		heap_freetuple(tuple);
+	return same;
+}
+
+/*
  * At REPEATABLE READ and SERIALIZABLE, raise 40001 unless the version of
- * relid at tid, found on a read as latest committed, is the one the
+ * relid at tid with raw xmin xmin, read as latest committed, is the one the
  * transaction's snapshot sees: a decision on a version the snapshot cannot
  * see would act on what the transaction did not read, where a row lock
  * would have failed the transaction (and, at SERIALIZABLE, the fetch under
  * the transaction's snapshot records the read for the conflict checks).
  */
 void
-dl_version_check_visible(Oid relid, ItemPointer tid)
+dl_version_check_visible(Oid relid, ItemPointer tid, TransactionId xmin)
 {
 	Relation	rel;
 	TupleTableSlot *slot;
@@ -347,8 +375,7 @@ dl_version_check_visible(Oid relid, ItemPointer tid)
 		return;
 	rel = table_open(relid, AccessShareLock);
 	slot = table_slot_create(rel, NULL);
-	visible = table_tuple_fetch_row_version(rel, tid, GetTransactionSnapshot(),
-											slot);
+	visible = version_fetch(rel, GetTransactionSnapshot(), slot, tid, xmin);
 	ExecDropSingleTupleTableSlot(slot);
 	table_close(rel, NoLock);
 	if (!visible)
@@ -358,30 +385,35 @@ dl_version_check_visible(Oid relid, ItemPointer tid)
 }
 
 /*
- * Lock the version of relid at tid in mode, waiting for any transaction
- * that holds it in a conflicting mode or is changing it.  The lock is
- * asked for that version only, as at REPEATABLE READ: should it have been
- * updated or deleted meanwhile, return false, locking nothing.  FOR UPDATE
- * at READ COMMITTED would instead lock the latest version and only then
- * test it, keeping the lock when the test fails; a caller that judged a
- * version before locking it reads the row again instead, and so never
- * keeps a lock on a row it has not judged (lease.c).
+ * Lock the version of relid at tid with raw xmin xmin, which a statement
+ * read as latest committed, in mode, waiting for any transaction that holds
+ * it in a conflicting mode or is changing it.  The lock is asked for that
+ * version only, as at REPEATABLE READ: should it have been updated or
+ * deleted meanwhile, return false, locking nothing.  FOR UPDATE at READ
+ * COMMITTED would instead lock the latest version and only then test it,
+ * keeping the lock when the test fails; a caller that judged a version
+ * before locking it reads the row again instead, and so never keeps a lock
+ * on a row it has not judged (lease.c).
  */
 bool
-dl_version_lock(Oid relid, ItemPointer tid, LockTupleMode mode)
+dl_version_lock(Oid relid, ItemPointer tid, TransactionId xmin,
+				LockTupleMode mode)
 {
-	Relation	rel;
-	TupleTableSlot *slot;
-	TM_FailureData tmfd;
-	TM_Result	result;
+	LatestRead	lr;
+	TM_Result	result = TM_Updated;
 
-	rel = table_open(relid, RowShareLock);
-	slot = table_slot_create(rel, NULL);
-	result = table_tuple_lock(rel, tid, InvalidSnapshot, slot,
-							  GetCurrentCommandId(true), mode, LockWaitBlock,
-							  0, &tmfd);
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, NoLock);
+	dl_latest_open(&lr, relid, RowShareLock);
+	if (version_fetch(lr.rel, lr.snapshot, lr.slot, tid, xmin))
+	{
+		TupleTableSlot *locked = table_slot_create(lr.rel, NULL);
+		TM_FailureData tmfd;
+
+		result = table_tuple_lock(lr.rel, tid, lr.snapshot, locked,
+								  GetCurrentCommandId(true), mode,
+								  LockWaitBlock, 0, &tmfd);
+		ExecDropSingleTupleTableSlot(locked);
+	}
+	dl_latest_close(&lr);
 	switch (result)
 	{
 		case TM_Ok:
