@@ -4,6 +4,7 @@ EXTENSION = distlock
 MODULE_big = distlock
 OBJS = \
 	src/access.o \
+	src/admin.o \
 	src/advisory.o \
 	src/catalog.o \
 	src/check.o \
@@ -33,6 +34,7 @@ REGRESS = \
 	bad_input \
 	clock \
 	roles \
+	admin \
 	audit \
 	throttle \
 	min_hold \

@@ -168,3 +168,31 @@ BEGIN
 		  WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()));
 END
 $$;
+
+--
+-- A role's rows, for an administrator (src/admin.c): as REASSIGN OWNED and
+-- DROP OWNED do for objects, run one of these in each database before
+-- DROP ROLE.  Neither waits: what another transaction holds is left, and
+-- the counts say what was done.
+--
+CREATE FUNCTION distlock.reassign_owned(old_role regrole, new_role regrole,
+										OUT sessions bigint,
+										OUT locks bigint,
+										OUT jobs bigint,
+										OUT throttles bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'distlock_reassign_owned'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION distlock.reassign_owned(regrole, regrole) IS
+	'give old_role''s sessions, lock grants, jobs and throttles to new_role, skipping what others hold; returns the numbers';
+
+CREATE FUNCTION distlock.drop_owned(role regrole,
+									OUT sessions bigint,
+									OUT locks bigint,
+									OUT jobs bigint,
+									OUT throttles bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'distlock_drop_owned'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION distlock.drop_owned(regrole) IS
+	'end role''s sessions and delete its lock rows, jobs and throttles, skipping what others hold; returns the numbers';

@@ -96,8 +96,17 @@ access_database_owner(void)
 bool
 dl_may_act_for(DistlockCall *call, Oid creator)
 {
-	return has_privs_of_role(call->caller, creator) ||
-		has_privs_of_role(call->caller, access_extension_owner()) ||
+	return has_privs_of_role(call->caller, creator) || dl_is_admin(call);
+}
+
+/*
+ * Whether the caller administers distlock: it has the privileges of the
+ * extension's owner or of the database's owner (or is a superuser).
+ */
+bool
+dl_is_admin(DistlockCall *call)
+{
+	return has_privs_of_role(call->caller, access_extension_owner()) ||
 		has_privs_of_role(call->caller, access_database_owner());
 }
 

@@ -287,6 +287,7 @@ typedef enum DistlockObject
 } DistlockObject;
 
 extern bool dl_may_act_for(DistlockCall *call, Oid creator);
+extern bool dl_is_admin(DistlockCall *call);
 extern void dl_check_access(DistlockCall *call, Oid creator,
 							DistlockObject kind, const char *name);
 
@@ -297,6 +298,7 @@ extern void dl_session_expired_error(Datum session_id);
 extern bool dl_session_still_live(Datum session_id, TimestampTz *expires);
 extern bool dl_session_is_live(Datum session_id, bool busy_is_live);
 extern bool dl_session_acting(DistlockCall *call, Datum session_id);
+extern bool dl_session_end_nowait(Datum session_id);
 extern int	dl_reap_expired(TimestampTz now, int limit);
 extern int	dl_reap_all(void);
 

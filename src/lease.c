@@ -289,9 +289,9 @@ lease_expiry(Interval *ttl, TimestampTz now, Datum *value, char *null)
  * or the grant would be dead on arrival (55000).  Should that expiry have
  * passed, the session is judged again on its committed row, since a
  * heartbeat may have extended it meanwhile (the call holds its use lock,
- * so it has not been closed or reaped).  Called again after a grant
- * statement that may have waited for the lock row; its error undoes the
- * grant.
+ * so it has not been closed or reaped).  Called again after the first
+ * grant's insert, which may have waited for a concurrent insert of the
+ * name; its error undoes the grant.
  */
 static TimestampTz
 lease_grant_now(bool has_session, TimestampTz *session_expires,

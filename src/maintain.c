@@ -10,10 +10,15 @@
  * that have been free for longer than distlock.lock_retention, and reaps
  * expired sessions, so that their jobs go back to their queues without a
  * worker calling in.  The background worker (worker.c) calls it in every
- * database where distlock is installed; without the worker, anyone (or
- * pg_cron) may.
+ * database where distlock is installed; without the worker, an
+ * administrator (access.c: the extension's or the database's owner, or a
+ * role with their privileges; pg_cron as one) runs it.
  *
- * Neither deletion takes anything a claim, an acknowledgement or a grant
+ * Only administrators: the deletions are made in the caller's transaction,
+ * and a lock row deleted in a transaction left open makes every call that
+ * would take that lock wait for it (a grant must know whether the row it
+ * judged free is gone), so an ordinary role could stall other roles' locks.
+ * Otherwise the deletions take nothing a claim or an acknowledgement
  * waits for: the rows are locked FOR UPDATE SKIP LOCKED (a row somebody
  * holds is left for a later pass), and a finished job is never claimed or
  * acknowledged again.  Each pass deletes at most DISTLOCK_PRUNE_BATCH rows
@@ -126,6 +131,11 @@ distlock_maintain(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 
 	dl_enter(&call, "distlock.maintain()", true);
+	if (!dl_is_admin(&call))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for function maintain"),
+				 errdetail("Only the extension's owner, the database's owner, or a role with the privileges of either may run it.")));
 	(void) dl_token_rebase();
 	values[0] = Int32GetDatum(dl_reap_all());
 	now = GetCurrentTimestamp();

@@ -853,6 +853,35 @@ distlock_heartbeat(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(live);
 }
 
+/* An administrator's end of a session, which must not wait. */
+static DistlockStmt lock_drop_stmt = {
+	"SELECT 1 FROM distlock.sessions WHERE id = $1 FOR UPDATE SKIP LOCKED",
+	1, {UUIDOID}
+};
+
+/*
+ * End session_id, live or not, for an administrator (drop_owned() in
+ * admin.c, which has checked that the caller may act for its role), as
+ * session_close() does but without waiting for anything: false, ending
+ * nothing, if a call of the session is in flight, or its row or one of its
+ * running jobs is held.  A rerun ends it once they are done.
+ */
+bool
+dl_session_end_nowait(Datum session_id)
+{
+	Datum		values[1] = {session_id};
+
+	if (session_used_by_me(session_id) ||
+		!session_lock(session_id, SESSION_TAG_USE, ExclusiveLock, true))
+		return false;
+	if (dl_exec(&lock_drop_stmt, values, NULL, 1) == 1 &&
+		session_end(session_id, GetCurrentTimestamp(),
+					"session dropped by an administrator", false))
+		return true;
+	session_unlock(session_id, SESSION_TAG_USE, ExclusiveLock);
+	return false;
+}
+
 /*
  * session_close(session_id uuid) RETURNS boolean
  *

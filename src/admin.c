@@ -1,0 +1,216 @@
+/*-------------------------------------------------------------------------
+ *
+ * admin.c
+ *		A role's rows, for an administrator: reassign_owned, drop_owned.
+ *
+ * Every lock grant, session, job and throttle belongs to a role
+ * (created_by; a throttle's owner).  DROP ROLE knows nothing of rows, so it
+ * succeeds while the role still has some, leaving them under an OID that
+ * no role has (and that a role created later could get).  As REASSIGN
+ * OWNED and DROP OWNED do for objects, reassign_owned() gives a role's rows
+ * to another role and drop_owned() removes them; run one of them in each
+ * database with distlock before dropping the role.
+ *
+ * Who may: a role with the privileges of the role whose rows they are (and
+ * of the receiving role, to reassign), which includes the extension's and
+ * the database's owners (access.c).  A role may thus also clear out its
+ * own rows.
+ *
+ * Neither function waits for anybody: rows another transaction holds
+ * (a lease being renewed, a job being acknowledged, a session with a call
+ * in flight) are skipped, and counted only once done, so the caller sees
+ * what is left and runs the function again.  A role's sessions end as
+ * session_close() ends them: their running jobs go back to pending (or
+ * fail), their leases end with them.  Its leases are deleted, held or not
+ * (their holders' renew then answers false, fence 55000), its jobs
+ * deleted whatever their state (an acknowledgement of one then raises
+ * 42704), its throttles deleted.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/admin.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/syscache.h"
+#include "utils/uuid.h"
+
+#include "distlock.h"
+
+PG_FUNCTION_INFO_V1(distlock_reassign_owned);
+PG_FUNCTION_INFO_V1(distlock_drop_owned);
+
+#define ADMIN_KINDS 4			/* sessions, locks, jobs, throttles */
+
+static DistlockStmt reassign_stmts[ADMIN_KINDS] = {
+	{"UPDATE distlock.sessions SET created_by = $2 WHERE id IN"
+		" (SELECT id FROM distlock.sessions WHERE created_by = $1"
+		" FOR UPDATE SKIP LOCKED)",
+	2, {REGROLEOID, REGROLEOID}},
+	{"UPDATE distlock.locks SET created_by = $2 WHERE name IN"
+		" (SELECT name FROM distlock.locks WHERE created_by = $1"
+		" FOR UPDATE SKIP LOCKED)",
+	2, {REGROLEOID, REGROLEOID}},
+	{"UPDATE distlock.jobs SET created_by = $2 WHERE id IN"
+		" (SELECT id FROM distlock.jobs WHERE created_by = $1"
+		" FOR UPDATE SKIP LOCKED)",
+	2, {REGROLEOID, REGROLEOID}},
+	/* a throttle whose name the receiving role has already is left */
+	{"UPDATE distlock.throttles SET owner = $2 WHERE (owner, name) IN"
+		" (SELECT owner, name FROM distlock.throttles t WHERE owner = $1"
+		" AND NOT EXISTS (SELECT 1 FROM distlock.throttles n"
+		"  WHERE n.owner = $2 AND n.name = t.name)"
+		" FOR UPDATE SKIP LOCKED)",
+	2, {REGROLEOID, REGROLEOID}},
+};
+
+static DistlockStmt sessions_of_stmt = {
+	"SELECT id FROM distlock.sessions WHERE created_by = $1",
+	1, {REGROLEOID}
+};
+
+static DistlockStmt drop_stmts[ADMIN_KINDS - 1] = {
+	{"DELETE FROM distlock.locks WHERE name IN"
+		" (SELECT name FROM distlock.locks WHERE created_by = $1"
+		" FOR UPDATE SKIP LOCKED) RETURNING name",
+	1, {REGROLEOID}},
+	{"DELETE FROM distlock.jobs WHERE id IN"
+		" (SELECT id FROM distlock.jobs WHERE created_by = $1"
+		" FOR UPDATE SKIP LOCKED)",
+	1, {REGROLEOID}},
+	{"DELETE FROM distlock.throttles WHERE (owner, name) IN"
+		" (SELECT owner, name FROM distlock.throttles WHERE owner = $1"
+		" FOR UPDATE SKIP LOCKED)",
+	1, {REGROLEOID}},
+};
+
+/*
+ * Raise 42501 unless the caller has the privileges of role (access.c).  A
+ * role that no longer exists (rows left behind by a DROP ROLE, named by
+ * its OID) is thus for administrators only.
+ */
+static void
+admin_check_role(DistlockCall *call, Oid role)
+{
+	if (!dl_may_act_for(call, role))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for the distlock rows of role %s",
+						DatumGetCString(DirectFunctionCall1(regroleout,
+															ObjectIdGetDatum(role)))),
+				 errdetail("Only a role with the privileges of that role may change them.")));
+}
+
+/* The counts as the record (sessions, locks, jobs, throttles). */
+static Datum
+admin_result(FunctionCallInfo fcinfo, int64 *counts)
+{
+	TupleDesc	tupdesc;
+	Datum		values[ADMIN_KINDS];
+	bool		nulls[ADMIN_KINDS] = {false, false, false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	for (int i = 0; i < ADMIN_KINDS; i++)
+		values[i] = Int64GetDatum(counts[i]);
+	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
+											 values, nulls));
+}
+
+/*
+ * reassign_owned(old_role regrole, new_role regrole, OUT sessions bigint,
+ *				  OUT locks bigint, OUT jobs bigint, OUT throttles bigint)
+ *		RETURNS record
+ *
+ * Give old_role's sessions, lock grants, jobs and throttles to new_role;
+ * returns how many of each.  Rows another transaction holds, and throttles
+ * whose name new_role already has, are left to old_role.
+ */
+Datum
+distlock_reassign_owned(PG_FUNCTION_ARGS)
+{
+	DistlockCall call;
+	Datum		values[2];
+	int64		counts[ADMIN_KINDS];
+
+	dl_arg_not_null(fcinfo, 0, "old_role");
+	dl_arg_not_null(fcinfo, 1, "new_role");
+	values[0] = PG_GETARG_DATUM(0);
+	values[1] = PG_GETARG_DATUM(1);
+
+	dl_enter(&call, "distlock.reassign_owned()", true);
+	admin_check_role(&call, DatumGetObjectId(values[0]));
+	admin_check_role(&call, DatumGetObjectId(values[1]));
+	if (!SearchSysCacheExists1(AUTHOID, values[1]))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist",
+						DatumGetObjectId(values[1]))));
+	for (int i = 0; i < ADMIN_KINDS; i++)
+		counts[i] = dl_exec(&reassign_stmts[i], values, NULL, 0);
+	dl_leave(&call);
+
+	PG_RETURN_DATUM(admin_result(fcinfo, counts));
+}
+
+/*
+ * drop_owned(role regrole, OUT sessions bigint, OUT locks bigint,
+ *			  OUT jobs bigint, OUT throttles bigint) RETURNS record
+ *
+ * End role's sessions and delete its lock rows, jobs and throttles;
+ * returns how many of each.  What another transaction holds is left.
+ */
+Datum
+distlock_drop_owned(PG_FUNCTION_ARGS)
+{
+	DistlockCall call;
+	Datum		values[1];
+	int64		counts[ADMIN_KINDS] = {0, 0, 0, 0};
+	uint64		n;
+	Datum	   *ids;
+
+	dl_arg_not_null(fcinfo, 0, "role");
+	values[0] = PG_GETARG_DATUM(0);
+
+	dl_enter(&call, "distlock.drop_owned()", true);
+	admin_check_role(&call, DatumGetObjectId(values[0]));
+
+	/* copy the ids out: ending a session runs statements of its own */
+	n = dl_exec(&sessions_of_stmt, values, NULL, 0);
+	ids = palloc(sizeof(Datum) * (n + 1));
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = datumCopy(dl_getattr(i, 1, &isnull), false, UUID_LEN);
+	}
+	for (uint64 i = 0; i < n; i++)
+		counts[0] += dl_session_end_nowait(ids[i]);
+
+	n = dl_exec(&drop_stmts[0], values, NULL, 0);
+	counts[1] = n;
+	/* waiting acquires of the deleted locks need not poll to find out */
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		dl_wake_at_commit(DL_WAIT_LEASE,
+						  dl_wait_key(dl_getattr(i, 1, &isnull), false),
+						  InvalidOid, 1);
+	}
+	counts[2] = dl_exec(&drop_stmts[1], values, NULL, 0);
+	counts[3] = dl_exec(&drop_stmts[2], values, NULL, 0);
+	dl_leave(&call);
+
+	PG_RETURN_DATUM(admin_result(fcinfo, counts));
+}
