@@ -125,8 +125,10 @@ dl_arg_interval(FunctionCallInfo fcinfo, int argno, const char *what,
 	span = PG_GETARG_INTERVAL_P(argno);
 	usecs = check_interval_usecs(span);
 
-	if (Abs(span->month) > 12 || Abs(span->day) > 366 ||
-		Abs(span->time) > DISTLOCK_MAX_INTERVAL_USECS ||
+	if (span->month > 12 || span->month < -12 ||
+		span->day > 366 || span->day < -366 ||
+		span->time > DISTLOCK_MAX_INTERVAL_USECS ||
+		span->time < -DISTLOCK_MAX_INTERVAL_USECS ||
 		usecs > (double) DISTLOCK_MAX_INTERVAL_USECS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -9,9 +9,10 @@
 # TEMPLATE and ALTER DATABASE ... RENAME work while a worker is connected;
 # distlock.maintenance_databases narrows what is served; a worker killed
 # (a crash, and the server's restart) comes back.  Then maintain() on a
-# server without preloading, called by an ordinary role: free lock rows
-# past distlock.lock_retention go, held and on-hold ones stay, and a
-# pruned lock changes nothing a caller sees.
+# server without preloading: an ordinary role is refused (42501); called
+# by the database's owner, free lock rows past distlock.lock_retention go,
+# held and on-hold ones stay, and a pruned lock changes nothing a caller
+# sees.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
@@ -127,10 +128,11 @@ check "... and reaps again" \
 cluster_stop
 rm -rf "$dir"
 
-# maintain() without preloading, by an ordinary role
+# maintain() without preloading: refused to an ordinary role, run by the
+# database's owner (not a superuser)
 test_cluster_start maintain
-psql -c "CREATE EXTENSION distlock" -c "CREATE ROLE app LOGIN" \
-	-c "GRANT USAGE ON SCHEMA distlock TO app" \
+psql -c "CREATE EXTENSION distlock" -c "CREATE ROLE app LOGIN" -c "CREATE ROLE ops LOGIN" \
+	-c "GRANT USAGE ON SCHEMA distlock TO app, ops" -c "ALTER DATABASE postgres OWNER TO ops" \
 	-c "ALTER SYSTEM SET distlock.lock_retention = '1s'" -c "SELECT pg_reload_conf()" >/dev/null
 check "no background workers without preloading" \
 	"$(psql -At -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'distlock%'")" 0
@@ -147,8 +149,11 @@ as_app -c "SELECT distlock.release('on hold', 'a')" >/dev/null
 sid=$(as_app -c "SELECT distlock.session_open('1 s')")
 as_app -c "SELECT distlock.try_acquire('bound', 'a', '1 hour', '$sid')" >/dev/null
 sleep 2.2
-check "maintain() by an ordinary role reaps, and deletes the free lock rows" \
-	"$(as_app -c "SELECT reaped || '/' || locks_pruned FROM distlock.maintain()")" "1/3"
+check "maintain() by an ordinary role is refused, changing nothing" \
+	"$(as_app -c "SELECT distlock.maintain()" 2>&1 | grep -o 'permission denied for function maintain' || true)/$(psql -At -c "SELECT count(*) FROM distlock.locks")" \
+	"permission denied for function maintain/5"
+check "maintain() by the database's owner reaps, and deletes the free lock rows" \
+	"$(psql -U ops -At -c "SELECT reaped || '/' || locks_pruned FROM distlock.maintain()")" "1/3"
 check "... and keeps the held and the on-hold ones" \
 	"$(psql -At -c "SELECT string_agg(name, ',' ORDER BY name) FROM distlock.locks")" "held,on hold"
 check "fence() of a pruned lock refuses with 55000, as for a released one" \
