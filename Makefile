@@ -11,6 +11,7 @@ OBJS = \
 	src/distlock.o \
 	src/exec.o \
 	src/lease.o \
+	src/limits.o \
 	src/maintain.o \
 	src/queue.o \
 	src/session.o \
@@ -35,6 +36,7 @@ REGRESS = \
 	clock \
 	roles \
 	admin \
+	limits \
 	audit \
 	throttle \
 	min_hold \
@@ -74,6 +76,7 @@ ISOLATION = \
 	refusal_no_lock \
 	throttle_foreign \
 	foreign_stall \
+	limit_count \
 	token_rebase
 
 REGRESS_OPTS = --inputdir=test

@@ -196,3 +196,39 @@ AS 'MODULE_PATHNAME', 'distlock_drop_owned'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 COMMENT ON FUNCTION distlock.drop_owned(regrole) IS
 	'end role''s sessions and delete its lock rows, jobs and throttles, skipping what others hold; returns the numbers';
+
+--
+-- Per-role limits (src/limits.c).  A row per role with a limit of its
+-- own, and the row of role 0 ('-') with the defaults for every role; a
+-- value not set (NULL) in either is the built-in default (1000 sessions,
+-- 10000 throttles, 1 MB per payload, result, session info or error text).
+-- Set with set_limit(), by administrators; readable by everyone.
+--
+--	role			the role, or '-' for the defaults
+--	max_sessions	sessions it may have open at once
+--	max_throttles	throttles it may own
+--	max_payload		bytes of one payload, result, info or error text
+--
+CREATE TABLE distlock.limits
+(
+	role		regrole NOT NULL,
+	max_sessions integer CHECK (max_sessions OPERATOR(pg_catalog.>=) 0),
+	max_throttles integer CHECK (max_throttles OPERATOR(pg_catalog.>=) 0),
+	max_payload integer CHECK (max_payload OPERATOR(pg_catalog.>=) 1024),
+	CONSTRAINT limits_pkey PRIMARY KEY (role)
+);
+SELECT pg_catalog.pg_extension_config_dump('distlock.limits', '');
+REVOKE ALL ON distlock.limits FROM PUBLIC;
+GRANT SELECT ON distlock.limits TO PUBLIC;
+GRANT SELECT, INSERT ON distlock.limits TO @extowner@;
+
+-- session_open() counts the caller's sessions.
+CREATE INDEX sessions_created_by_idx ON distlock.sessions (created_by);
+
+CREATE FUNCTION distlock.set_limit(limit_name text, value integer,
+								   role regrole DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'distlock_set_limit'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION distlock.set_limit(text, integer, regrole) IS
+	'set a per-role limit (sessions, throttles, payload bytes) of role, or the default of every role; NULL clears it; administrators only';

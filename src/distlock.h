@@ -129,6 +129,7 @@
 #define DISTLOCK_TAG_USE			0x4401
 #define DISTLOCK_TAG_BEAT			0x4402
 #define DISTLOCK_TAG_LINE			0x4403
+#define DISTLOCK_TAG_LIMIT			0x4404
 
 /* maintain() deletes at most this many rows of each table per pass. */
 #define DISTLOCK_PRUNE_BATCH		1000
@@ -191,6 +192,20 @@ typedef struct DistlockCatalog
 	Oid			status_running;
 	Oid			status_completed;
 } DistlockCatalog;
+
+/* limits.c */
+typedef enum DistlockLimit
+{
+	DL_LIMIT_SESSIONS,
+	DL_LIMIT_THROTTLES,
+	DL_LIMIT_PAYLOAD
+} DistlockLimit;
+
+/* Sizes up to this are never checked; no payload limit may be below it. */
+#define DISTLOCK_MIN_PAYLOAD		1024
+
+extern void dl_limit_count(DistlockLimit which, Oid role);
+extern void dl_limit_size(Datum value, const char *what, Oid role);
 
 /* advisory.c */
 extern uint64 dl_sha256_key(const uint8 *data, size_t len);

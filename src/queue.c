@@ -255,6 +255,7 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 	nulls[5] = dedup_key ? ' ' : 'n';
 
 	dl_enter(&call, "distlock.enqueue()", true);
+	dl_limit_size(values[1], "payload", call.caller);
 	now = GetCurrentTimestamp();
 	values[3] = PG_ARGISNULL(2) ? TimestampTzGetDatum(now) : PG_GETARG_DATUM(2);
 	values[6] = TimestampTzGetDatum(now);
@@ -620,6 +621,8 @@ distlock_complete(PG_FUNCTION_ARGS)
 	dl_arg_not_null(fcinfo, 1, "session_id");
 
 	dl_enter(&call, "distlock.complete()", true);
+	if (!PG_ARGISNULL(2))
+		dl_limit_size(PG_GETARG_DATUM(2), "result", call.caller);
 	if (dl_session_acting(&call, PG_GETARG_DATUM(1)))
 		done = queue_complete_job(fcinfo, NULL);
 	if (!done)
@@ -671,6 +674,8 @@ distlock_complete_batch(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
 	dl_enter(&call, "distlock.complete_batch()", true);
+	if (!PG_ARGISNULL(2))
+		dl_limit_size(PG_GETARG_DATUM(2), "result", call.caller);
 	if (dl_session_acting(&call, values[1]) && nids > 0)
 	{
 		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
@@ -729,6 +734,8 @@ distlock_complete_and_claim(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 
 	dl_enter(&call, "distlock.complete_and_claim()", true);
+	if (!PG_ARGISNULL(2))
+		dl_limit_size(PG_GETARG_DATUM(2), "result", call.caller);
 	reap = dl_session_use(&call, PG_GETARG_DATUM(1), &expires);
 	if (!queue_complete_job(fcinfo, &queue))
 	{
@@ -777,6 +784,8 @@ distlock_fail(PG_FUNCTION_ARGS)
 	values[5] = Float8GetDatum(0.5 + pg_prng_double(&pg_global_prng_state) / 2);
 
 	dl_enter(&call, "distlock.fail()", true);
+	if (!PG_ARGISNULL(2))
+		dl_limit_size(PG_GETARG_DATUM(2), "error", call.caller);
 	if (dl_session_acting(&call, values[1]))
 	{
 		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());

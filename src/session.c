@@ -782,6 +782,9 @@ distlock_session_open(PG_FUNCTION_ARGS)
 	TimestampTz now;
 
 	dl_enter(&call, "distlock.session_open()", true);
+	if (!PG_ARGISNULL(2))
+		dl_limit_size(PG_GETARG_DATUM(2), "info", call.caller);
+	dl_limit_count(DL_LIMIT_SESSIONS, call.caller);
 	now = GetCurrentTimestamp();
 	values[0] = id;
 	values[1] = owner ? PointerGetDatum(owner) : (Datum) 0;

@@ -191,6 +191,7 @@ throttle_take(text *name, Oid owner, Interval *every, int64 every_us,
 			Datum		values[6];
 
 			/* first use; lose a race and we lock the winner's row */
+			dl_limit_count(DL_LIMIT_THROTTLES, owner);
 			now = GetCurrentTimestamp();
 			values[0] = PointerGetDatum(name);
 			values[1] = IntervalPGetDatum(every);

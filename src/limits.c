@@ -1,0 +1,223 @@
+/*-------------------------------------------------------------------------
+ *
+ * limits.c
+ *		Per-role limits: sessions, throttles, and the size of what is stored.
+ *
+ * One role must not be able to fill the database for everyone: without
+ * limits a role could open 200,000 sessions or throttles in seconds, or
+ * enqueue 100 MB payloads.  distlock.limits holds, per role, the most
+ * sessions it may have open, the most throttles it may own, and the
+ * largest payload, result, session info or error text (in bytes) it may
+ * store; the row of role 0 ('-') holds the defaults for every role, and a
+ * value not set in either falls back to the built-in default below.  Only
+ * an administrator (access.c) sets them, with set_limit(): a setting the
+ * caller could raise (a user GUC) would limit nothing, and a superuser-only
+ * one could not be changed by the owner of a trusted install.
+ *
+ * Counts are checked where rows are created (session_open(), a throttle's
+ * first use), under a transaction-level advisory lock on (role, kind): the
+ * creations of one role are thus counted one after another, so the limit
+ * is exact, and a role's open transaction can only ever hold up that same
+ * role's creations, never another role's.  The count is of committed rows
+ * and the transaction's own, read as latest committed once the lock is
+ * granted.  Sizes are checked for values over DISTLOCK_MIN_PAYLOAD bytes
+ * only, which no limit may be set below, so the common small payload costs
+ * no look-up.
+ *
+ * Lock names have no limit yet: a name's first grant is frequent (a lock
+ * per job) and counting a role's rows there would cost every such grant.
+ *
+ * Portions Copyright (c) 2026, the distlock authors
+ *
+ * IDENTIFICATION
+ *	  src/limits.c
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/detoast.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+
+#include "distlock.h"
+
+PG_FUNCTION_INFO_V1(distlock_set_limit);
+
+/* Each limit: its name in set_limit(), its column, its built-in default. */
+typedef struct LimitInfo
+{
+	const char *name;
+	const char *what;			/* for messages */
+	int32		builtin;
+} LimitInfo;
+
+static const LimitInfo limit_info[] = {
+	[DL_LIMIT_SESSIONS] = {"sessions", "open sessions", 1000},
+	[DL_LIMIT_THROTTLES] = {"throttles", "throttles", 10000},
+	[DL_LIMIT_PAYLOAD] = {"payload", "bytes per value", 1024 * 1024},
+};
+
+/*
+ * The role's value of each limit, else the default row's; NULL in both:
+ * not set.  One statement per limit, so that each is a fixed plan.
+ */
+static DistlockStmt limit_stmts[] = {
+	[DL_LIMIT_SESSIONS] = {
+		"SELECT coalesce((SELECT max_sessions FROM distlock.limits WHERE role = $1),"
+		" (SELECT max_sessions FROM distlock.limits WHERE role = 0))",
+	1, {REGROLEOID}},
+	[DL_LIMIT_THROTTLES] = {
+		"SELECT coalesce((SELECT max_throttles FROM distlock.limits WHERE role = $1),"
+		" (SELECT max_throttles FROM distlock.limits WHERE role = 0))",
+	1, {REGROLEOID}},
+	[DL_LIMIT_PAYLOAD] = {
+		"SELECT coalesce((SELECT max_payload FROM distlock.limits WHERE role = $1),"
+		" (SELECT max_payload FROM distlock.limits WHERE role = 0))",
+	1, {REGROLEOID}},
+};
+
+/* How many of a role's rows there are, up to $2. */
+static DistlockStmt count_stmts[] = {
+	[DL_LIMIT_SESSIONS] = {
+		"SELECT count(*) FROM (SELECT FROM distlock.sessions"
+		" WHERE created_by = $1 LIMIT $2) r",
+	2, {REGROLEOID, INT4OID}},
+	[DL_LIMIT_THROTTLES] = {
+		"SELECT count(*) FROM (SELECT FROM distlock.throttles"
+		" WHERE owner = $1 LIMIT $2) r",
+	2, {REGROLEOID, INT4OID}},
+};
+
+/* set_limit(): one statement per limit, $2 NULL clearing it. */
+static DistlockStmt set_stmts[] = {
+	[DL_LIMIT_SESSIONS] = {
+		"INSERT INTO distlock.limits (role, max_sessions) VALUES ($1, $2)"
+		" ON CONFLICT (role) DO UPDATE SET max_sessions = excluded.max_sessions",
+	2, {REGROLEOID, INT4OID}},
+	[DL_LIMIT_THROTTLES] = {
+		"INSERT INTO distlock.limits (role, max_throttles) VALUES ($1, $2)"
+		" ON CONFLICT (role) DO UPDATE SET max_throttles = excluded.max_throttles",
+	2, {REGROLEOID, INT4OID}},
+	[DL_LIMIT_PAYLOAD] = {
+		"INSERT INTO distlock.limits (role, max_payload) VALUES ($1, $2)"
+		" ON CONFLICT (role) DO UPDATE SET max_payload = excluded.max_payload",
+	2, {REGROLEOID, INT4OID}},
+};
+
+/* The limit which of role now, as last committed. */
+static int32
+limit_value(DistlockLimit which, Oid role)
+{
+	Datum		values[1] = {ObjectIdGetDatum(role)};
+	bool		isnull;
+	Datum		d;
+
+	dl_exec_latest(&limit_stmts[which], values, NULL);
+	d = dl_getattr(0, 1, &isnull);
+	return isnull ? limit_info[which].builtin : DatumGetInt32(d);
+}
+
+/*
+ * Before role creates one more row of kind which (in a call between
+ * dl_enter() and dl_leave()): raise 53400 if it has its limit already.
+ * The lock taken orders this role's creations of the kind until the
+ * transaction ends (see the header comment).
+ */
+void
+dl_limit_count(DistlockLimit which, Oid role)
+{
+	LOCKTAG		tag;
+	int32		limit;
+	Datum		values[2];
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, role, (uint32) which,
+						 DISTLOCK_TAG_LIMIT);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+
+	limit = limit_value(which, role);
+	values[0] = ObjectIdGetDatum(role);
+	values[1] = Int32GetDatum(limit);
+	dl_exec_latest(&count_stmts[which], values, NULL);
+	if (dl_getint64(0, 1) >= limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("role %s has reached its limit of %d %s",
+						DatumGetCString(DirectFunctionCall1(regroleout,
+															ObjectIdGetDatum(role))),
+						limit, limit_info[which].what),
+				 errhint("End some, or have an administrator raise the limit with distlock.set_limit().")));
+}
+
+/*
+ * Raise 54000 if value (a jsonb or text argument called what) is larger
+ * than role's payload limit.
+ */
+void
+dl_limit_size(Datum value, const char *what, Oid role)
+{
+	Size		size = toast_raw_datum_size(value);
+	int32		limit;
+
+	if (size <= DISTLOCK_MIN_PAYLOAD)
+		return;
+	limit = limit_value(DL_LIMIT_PAYLOAD, role);
+	if (size > (Size) limit)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s is too large", what),
+				 errdetail("It has %zu bytes; the limit is %d.", size, limit)));
+}
+
+/*
+ * set_limit(limit_name text, value integer, role regrole DEFAULT NULL)
+ *		RETURNS void
+ *
+ * Set limit limit_name ('sessions', 'throttles' or 'payload', in bytes) of
+ * role, or with role NULL the default of every role; value NULL clears it
+ * (back to the default, or to the built-in one).  Administrators only.
+ */
+Datum
+distlock_set_limit(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	DistlockCall call;
+	Datum		values[2];
+	char		nulls[2] = "  ";
+	int			which = -1;
+
+	dl_arg_not_null(fcinfo, 0, "limit_name");
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	for (int i = 0; i < lengthof(limit_info); i++)
+		if (strcmp(name, limit_info[i].name) == 0)
+			which = i;
+	if (which < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown limit \"%s\"", name),
+				 errhint("The limits are \"sessions\", \"throttles\" and \"payload\".")));
+	if (!PG_ARGISNULL(1) &&
+		PG_GETARG_INT32(1) < (which == DL_LIMIT_PAYLOAD ? DISTLOCK_MIN_PAYLOAD : 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("limit \"%s\" must be at least %d", name,
+						which == DL_LIMIT_PAYLOAD ? DISTLOCK_MIN_PAYLOAD : 0)));
+	values[0] = PG_ARGISNULL(2) ? ObjectIdGetDatum(InvalidOid) :
+		PG_GETARG_DATUM(2);
+	values[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
+	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
+
+	dl_enter(&call, "distlock.set_limit()", true);
+	if (!dl_is_admin(&call))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for function set_limit"),
+				 errdetail("Only the extension's owner, the database's owner, or a role with the privileges of either may run it.")));
+	dl_exec(&set_stmts[which], values, nulls, 0);
+	dl_leave(&call);
+
+	PG_RETURN_VOID();
+}

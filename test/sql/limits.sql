@@ -1,0 +1,72 @@
+--
+-- limits: per-role limits on sessions, throttles and stored sizes, set by
+-- administrators, refused with 53400 (counts) and 54000 (sizes)
+--
+
+CREATE ROLE lim_app;
+CREATE ROLE lim_other;
+GRANT USAGE ON SCHEMA distlock TO lim_app, lim_other;
+
+-- only administrators set them, to sane values
+SET ROLE lim_app;
+SELECT attempt('distlock.set_limit(''sessions'', 100000)');
+RESET ROLE;
+SELECT attempt('distlock.set_limit(''rows'', 5)');
+SELECT attempt('distlock.set_limit(''payload'', 100)');
+SELECT attempt('distlock.set_limit(''sessions'', -1, ''lim_app'')');
+SELECT attempt('distlock.set_limit(NULL, 5)');
+SELECT distlock.set_limit('sessions', 2, 'lim_app');
+SELECT distlock.set_limit('throttles', 1, 'lim_app');
+SELECT distlock.set_limit('payload', 2048, 'lim_app');
+SELECT * FROM distlock.limits ORDER BY role::text;
+
+-- sessions: the third is refused until one ends; another role is not held
+-- to lim_app's limit
+SET ROLE lim_app;
+SELECT distlock.session_open('1 hour') AS s1 \gset
+SELECT distlock.session_open('1 hour') AS s2 \gset
+SELECT attempt('distlock.session_open(''1 hour'')');
+SELECT distlock.session_close(:'s2');
+SELECT distlock.session_open('1 hour') IS NOT NULL AS opened_again;
+SET ROLE lim_other;
+SELECT count(distlock.session_open('1 hour')) AS other_opens FROM generate_series(1, 3);
+RESET ROLE;
+
+-- the default row applies to every role without its own
+SELECT distlock.set_limit('sessions', 3);
+SET ROLE lim_other;
+SELECT attempt('distlock.session_open(''1 hour'')');
+RESET ROLE;
+SELECT distlock.set_limit('sessions', NULL);
+SET ROLE lim_other;
+SELECT distlock.session_open('1 hour') IS NOT NULL AS builtin_default_again;
+RESET ROLE;
+
+-- throttles: a new one is refused, an existing one still draws
+SET ROLE lim_app;
+SELECT distlock.throttle('t1', '1 second', 5);
+SELECT attempt('distlock.throttle(''t2'', ''1 second'')');
+SELECT distlock.throttle('t1', '1 second', 5) AS existing_draws;
+RESET ROLE;
+
+-- sizes: payload, result, session info and error text over the limit are
+-- refused; at the limit they are stored
+SET ROLE lim_app;
+SELECT attempt('distlock.enqueue(''lq'', jsonb_build_object(''x'', repeat(''x'', 3000)))');
+SELECT attempt('distlock.session_open(''1 hour'', ''o'', jsonb_build_object(''x'', repeat(''x'', 3000)))');
+SELECT distlock.enqueue('lq', jsonb_build_object('x', repeat('x', 1500))) AS lj \gset
+SELECT count(*) FROM distlock.claim('lq', :'s1');
+SELECT attempt(format('distlock.complete(%s, %L, jsonb_build_object(''x'', repeat(''x'', 3000)))', :lj, :'s1'));
+SELECT attempt(format('distlock.fail(%s, %L, repeat(''e'', 3000))', :lj, :'s1'));
+SELECT distlock.complete(:lj, :'s1', jsonb_build_object('x', repeat('x', 1500))) AS completed;
+SET ROLE lim_other;
+SELECT attempt('distlock.enqueue(''lq'', jsonb_build_object(''x'', repeat(''x'', 1100000)))');
+SELECT distlock.enqueue('lq', jsonb_build_object('x', repeat('x', 3000))) > 0 AS other_enqueues;
+RESET ROLE;
+
+-- clean up
+SELECT * FROM distlock.drop_owned('lim_app');
+SELECT * FROM distlock.drop_owned('lim_other');
+DELETE FROM distlock.limits;
+REVOKE USAGE ON SCHEMA distlock FROM lim_app, lim_other;
+DROP ROLE lim_app, lim_other;
