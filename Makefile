@@ -14,10 +14,12 @@ OBJS = \
 	src/limits.o \
 	src/maintain.o \
 	src/queue.o \
+	src/roleref.o \
 	src/session.o \
 	src/tables.o \
 	src/throttle.o \
 	src/token.o \
+	src/views.o \
 	src/wait.o \
 	src/wake.o \
 	src/worker.o

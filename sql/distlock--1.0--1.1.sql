@@ -232,3 +232,94 @@ AS 'MODULE_PATHNAME', 'distlock_set_limit'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 COMMENT ON FUNCTION distlock.set_limit(text, integer, regrole) IS
 	'set a per-role limit (sessions, throttles, payload bytes) of role, or the default of every role; NULL clears it; administrators only';
+
+--
+-- The views read functions that run their queries as the schema owner with
+-- the caller's filter inside (src/views.c), so that EXPLAIN ANALYZE of a
+-- view shows the caller only the rows it may see, not how many rows of
+-- other roles a filter removed.
+--
+CREATE FUNCTION distlock.live_sessions_rows()
+RETURNS TABLE (id uuid, owner text, info jsonb, ttl interval,
+			   created_at timestamptz, heartbeat_at timestamptz,
+			   expires_at timestamptz, remaining interval, created_by regrole)
+AS 'MODULE_PATHNAME', 'distlock_live_sessions_rows'
+LANGUAGE C STABLE PARALLEL UNSAFE ROWS 100;
+
+CREATE FUNCTION distlock.active_locks_rows()
+RETURNS TABLE (name text, owner text, session_id uuid, token bigint,
+			   acquired_at timestamptz, renewed_at timestamptz,
+			   expires_at timestamptz, remaining interval,
+			   hold_until timestamptz, created_by regrole)
+AS 'MODULE_PATHNAME', 'distlock_active_locks_rows'
+LANGUAGE C STABLE PARALLEL UNSAFE ROWS 100;
+
+CREATE FUNCTION distlock.queue_stats_rows()
+RETURNS TABLE (queue text, pending bigint, running bigint, completed bigint,
+			   failed bigint, cancelled bigint, oldest_pending_age interval)
+AS 'MODULE_PATHNAME', 'distlock_queue_stats_rows'
+LANGUAGE C STABLE PARALLEL UNSAFE ROWS 10;
+
+COMMENT ON FUNCTION distlock.live_sessions_rows() IS
+	'the rows of view live_sessions, of the roles the caller may act for';
+COMMENT ON FUNCTION distlock.active_locks_rows() IS
+	'the rows of view active_locks, of the roles the caller may act for';
+COMMENT ON FUNCTION distlock.queue_stats_rows() IS
+	'the rows of view queue_stats, over the jobs of the roles the caller may act for';
+
+CREATE OR REPLACE VIEW distlock.live_sessions WITH (security_barrier) AS
+SELECT * FROM distlock.live_sessions_rows();
+CREATE OR REPLACE VIEW distlock.active_locks WITH (security_barrier) AS
+SELECT * FROM distlock.active_locks_rows();
+CREATE OR REPLACE VIEW distlock.queue_stats WITH (security_barrier) AS
+SELECT * FROM distlock.queue_stats_rows();
+
+--
+-- distlock.role_ref (src/roleref.c): the role a row belongs to, regrole
+-- with an input that keeps the row, as belonging to no role ('-', 0), when
+-- a restore names a role the target does not have (regrole's would fail
+-- the COPY of the whole table), and an output that writes '-' for an OID
+-- no role has any more.  Binary-coercible to regrole and oid, so the
+-- columns change type without a rewrite and compare as before.
+--
+CREATE TYPE distlock.role_ref;
+CREATE FUNCTION distlock.role_ref_in(cstring) RETURNS distlock.role_ref
+AS 'MODULE_PATHNAME', 'distlock_role_ref_in'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION distlock.role_ref_out(distlock.role_ref) RETURNS cstring
+AS 'MODULE_PATHNAME', 'distlock_role_ref_out'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION distlock.role_ref_recv(internal) RETURNS distlock.role_ref
+AS 'MODULE_PATHNAME', 'distlock_role_ref_recv'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE FUNCTION distlock.role_ref_send(distlock.role_ref) RETURNS bytea
+AS 'MODULE_PATHNAME', 'distlock_role_ref_send'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
+CREATE TYPE distlock.role_ref (
+	INPUT = distlock.role_ref_in,
+	OUTPUT = distlock.role_ref_out,
+	RECEIVE = distlock.role_ref_recv,
+	SEND = distlock.role_ref_send,
+	LIKE = pg_catalog.oid
+);
+COMMENT ON FUNCTION distlock.role_ref_in(cstring) IS
+	'input of role_ref: a role name, - for none; a name no role has reads as none, with a warning';
+COMMENT ON FUNCTION distlock.role_ref_out(distlock.role_ref) IS
+	'output of role_ref: the role name, or - for none or a role that is gone';
+COMMENT ON FUNCTION distlock.role_ref_recv(internal) IS
+	'binary input of role_ref: the name, as role_ref_in reads it';
+COMMENT ON FUNCTION distlock.role_ref_send(distlock.role_ref) IS
+	'binary output of role_ref: the name, as role_ref_out writes it';
+COMMENT ON TYPE distlock.role_ref IS
+	'the role a row belongs to: a role name, or - for none (a role missing when the row was restored, or dropped)';
+CREATE CAST (distlock.role_ref AS pg_catalog.oid) WITHOUT FUNCTION AS IMPLICIT;
+CREATE CAST (distlock.role_ref AS pg_catalog.regrole) WITHOUT FUNCTION AS IMPLICIT;
+CREATE CAST (pg_catalog.oid AS distlock.role_ref) WITHOUT FUNCTION AS ASSIGNMENT;
+CREATE CAST (pg_catalog.regrole AS distlock.role_ref) WITHOUT FUNCTION AS ASSIGNMENT;
+
+ALTER TABLE distlock.locks ALTER COLUMN created_by TYPE distlock.role_ref;
+ALTER TABLE distlock.sessions ALTER COLUMN created_by TYPE distlock.role_ref;
+ALTER TABLE distlock.jobs ALTER COLUMN created_by TYPE distlock.role_ref;
+ALTER TABLE distlock.throttles ALTER COLUMN created_by TYPE distlock.role_ref,
+	ALTER COLUMN owner TYPE distlock.role_ref;
+ALTER TABLE distlock.limits ALTER COLUMN role TYPE distlock.role_ref;

@@ -12,7 +12,8 @@
  *	  TU_UpdateIndexes rather than a bool, and ExecInsertIndexTuples() takes
  *	  onlySummarizing; the columns an UPDATE changes moved from the range
  *	  table entry to its RTEPermissionInfo; ownership checks are
- *	  object_ownercheck().
+ *	  object_ownercheck(); stringToQualifiedNameList() takes an error
+ *	  context.
  *	- 17: LockHeldByMe() can also accept a stronger mode; a backend's
  *	  PGPROC number is MyProcNumber; the DSM registry gives shared memory
  *	  to a library that was not preloaded.
@@ -38,6 +39,7 @@
 #include "catalog/pg_database.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "utils/regproc.h"
 #include "storage/proc.h"
 #if PG_VERSION_NUM >= 170000
 #include "storage/dsm_registry.h"
@@ -101,6 +103,13 @@ dl_init_update_range_table(EState *estate, RangeTblEntry *rte,
 #define dl_lock_held_by_me(tag, mode)	LockHeldByMe((tag), (mode), false)
 #else
 #define dl_lock_held_by_me(tag, mode)	LockHeldByMe((tag), (mode))
+#endif
+
+/* A possibly qualified name's parts (errors are thrown, not soft). */
+#if PG_VERSION_NUM >= 160000
+#define dl_qualified_name_list(str)	stringToQualifiedNameList((str), NULL)
+#else
+#define dl_qualified_name_list(str)	stringToQualifiedNameList(str)
 #endif
 
 /* Whether the current user is a superuser or owns database dbid. */

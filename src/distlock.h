@@ -222,6 +222,8 @@ extern void dl_enter(DistlockCall *call, const char *fname, bool writes);
 extern void dl_leave(DistlockCall *call);
 extern uint64 dl_exec(DistlockStmt *stmt, Datum *values, const char *nulls,
 					  long count);
+extern uint64 dl_exec_read(DistlockStmt *stmt, Datum *values,
+						   const char *nulls);
 extern uint64 dl_exec_latest(DistlockStmt *stmt, Datum *values,
 							 const char *nulls);
 extern Datum dl_getattr(int row, int col, bool *isnull);

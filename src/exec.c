@@ -136,6 +136,18 @@ dl_exec(DistlockStmt *stmt, Datum *values, const char *nulls, long count)
 }
 
 /*
+ * dl_exec() of a read-only statement on the caller's snapshot, as a view
+ * in the caller's query would read: not what later commands of the same
+ * statement, nor other transactions since, have done.
+ */
+uint64
+dl_exec_read(DistlockStmt *stmt, Datum *values, const char *nulls)
+{
+	return exec_done(stmt, SPI_execute_plan(exec_plan(stmt), values, nulls,
+											true, 0));
+}
+
+/*
  * dl_exec() on the latest committed state (and this transaction's own
  * changes) whatever the isolation level: for a decision taken under a lock
  * that a transaction snapshot older than the lock would get wrong.
