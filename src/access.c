@@ -179,3 +179,17 @@ distlock_visible(PG_FUNCTION_ARGS)
 	call.caller = GetUserId();
 	PG_RETURN_BOOL(dl_may_act_for(&call, PG_GETARG_OID(0)));
 }
+
+/*
+ * Raise 42501 unless the caller administers distlock (dl_is_admin()):
+ * for function fname ("maintain"), which only administrators may run.
+ */
+void
+dl_require_admin(DistlockCall *call, const char *fname)
+{
+	if (!dl_is_admin(call))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for function %s", fname),
+				 errdetail("Only the extension's owner, the database's owner, or a role with the privileges of either may run it.")));
+}

@@ -305,6 +305,7 @@ typedef enum DistlockObject
 
 extern bool dl_may_act_for(DistlockCall *call, Oid creator);
 extern bool dl_is_admin(DistlockCall *call);
+extern void dl_require_admin(DistlockCall *call, const char *fname);
 extern void dl_check_access(DistlockCall *call, Oid creator,
 							DistlockObject kind, const char *name);
 

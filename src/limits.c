@@ -211,11 +211,7 @@ distlock_set_limit(PG_FUNCTION_ARGS)
 	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
 
 	dl_enter(&call, "distlock.set_limit()", true);
-	if (!dl_is_admin(&call))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for function set_limit"),
-				 errdetail("Only the extension's owner, the database's owner, or a role with the privileges of either may run it.")));
+	dl_require_admin(&call, "set_limit");
 	dl_exec(&set_stmts[which], values, nulls, 0);
 	dl_leave(&call);
 

@@ -131,11 +131,7 @@ distlock_maintain(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 
 	dl_enter(&call, "distlock.maintain()", true);
-	if (!dl_is_admin(&call))
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied for function maintain"),
-				 errdetail("Only the extension's owner, the database's owner, or a role with the privileges of either may run it.")));
+	dl_require_admin(&call, "maintain");
 	(void) dl_token_rebase();
 	values[0] = Int32GetDatum(dl_reap_all());
 	now = GetCurrentTimestamp();
