@@ -10,6 +10,7 @@ OBJS = \
 	src/check.o \
 	src/distlock.o \
 	src/exec.o \
+	src/grants.o \
 	src/lease.o \
 	src/limits.o \
 	src/maintain.o \
@@ -37,6 +38,7 @@ REGRESS = \
 	bad_input \
 	clock \
 	roles \
+	queues \
 	admin \
 	limits \
 	audit \
@@ -79,6 +81,8 @@ ISOLATION = \
 	throttle_foreign \
 	foreign_stall \
 	limit_count \
+	admin_skips_held \
+	queue_revoke \
 	token_rebase
 
 REGRESS_OPTS = --inputdir=test

@@ -117,9 +117,10 @@ class Db:
 def fill_distlock(db, n, queue="bench", status="pending", priority=0):
     db.run(f"""
         INSERT INTO distlock.jobs (queue, payload, status, priority, run_at,
-            attempts, max_attempts, created_at, created_by, finished_at)
+            attempts, max_attempts, created_at, created_by, queue_owner,
+            finished_at)
         SELECT %s, {PAYLOAD_SQL}, %s::distlock.job_status, %s, now(), 0, 5,
-               now(), 'app'::regrole,
+               now(), 'app'::regrole, 'app'::regrole,
                CASE WHEN %s = 'completed' THEN now() END
           FROM generate_series(1, %s) g""", (queue, status, priority, status, n))
 

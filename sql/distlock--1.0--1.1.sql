@@ -33,11 +33,12 @@ COMMENT ON FUNCTION distlock.visible(regrole) IS
 CREATE PROCEDURE distlock.claim_wait(queue text, session_id uuid,
 									 max_jobs integer DEFAULT 1,
 									 wait interval DEFAULT '30 seconds',
-									 INOUT jobs jsonb DEFAULT NULL)
+									 INOUT jobs jsonb DEFAULT NULL,
+									 owner regrole DEFAULT NULL)
 AS 'MODULE_PATHNAME', 'distlock_claim_wait'
 LANGUAGE C;
-COMMENT ON PROCEDURE distlock.claim_wait(text, uuid, integer, interval, jsonb) IS
-	'claim up to max_jobs due jobs, waiting up to wait for some to be enqueued or become due; returns those claimed';
+COMMENT ON PROCEDURE distlock.claim_wait(text, uuid, integer, interval, jsonb, regrole) IS
+	'claim up to max_jobs due jobs of owner''s (default: the current role''s) queue, waiting up to wait for some to be enqueued or become due; returns those claimed';
 
 CREATE PROCEDURE distlock.complete_and_claim_wait(job_id bigint,
 												  session_id uuid,
@@ -179,51 +180,63 @@ CREATE FUNCTION distlock.reassign_owned(old_role regrole, new_role regrole,
 										OUT sessions bigint,
 										OUT locks bigint,
 										OUT jobs bigint,
-										OUT throttles bigint)
+										OUT throttles bigint,
+										OUT queue_grants bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'distlock_reassign_owned'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 COMMENT ON FUNCTION distlock.reassign_owned(regrole, regrole) IS
-	'give old_role''s sessions, lock grants, jobs and throttles to new_role, skipping what others hold; returns the numbers';
+	'give old_role''s sessions, lock grants, jobs, queues, throttles and queue grants to new_role, skipping what others hold; returns the numbers';
 
 CREATE FUNCTION distlock.drop_owned(role regrole,
 									OUT sessions bigint,
 									OUT locks bigint,
 									OUT jobs bigint,
-									OUT throttles bigint)
+									OUT throttles bigint,
+										OUT queue_grants bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'distlock_drop_owned'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 COMMENT ON FUNCTION distlock.drop_owned(regrole) IS
-	'end role''s sessions and delete its lock rows, jobs and throttles, skipping what others hold; returns the numbers';
+	'end role''s sessions and delete its lock rows, jobs, the jobs of its queues, its throttles and queue grants, skipping what others hold; returns the numbers';
 
 --
 -- Per-role limits (src/limits.c).  A row per role with a limit of its
--- own, and the row of role 0 ('-') with the defaults for every role; a
+-- own, and the row without a role (NULL) with the defaults for every role; a
 -- value not set (NULL) in either is the built-in default (1000 sessions,
--- 10000 throttles, 1 MB per payload, result, session info or error text).
+-- 10000 throttles, 10000 lock names, 1 MB per payload, result, session
+-- info or error text).
 -- Set with set_limit(), by administrators; readable by everyone.
 --
---	role			the role, or '-' for the defaults
+--	role			the role, or NULL for the defaults ('-', a role missing
+--					when the rows were restored, or dropped, limits nobody)
 --	max_sessions	sessions it may have open at once
 --	max_throttles	throttles it may own
+--	max_locks		lock names (rows of distlock.locks) it may have
 --	max_payload		bytes of one payload, result, info or error text
 --
 CREATE TABLE distlock.limits
 (
-	role		regrole NOT NULL,
+	role		regrole,
 	max_sessions integer CHECK (max_sessions OPERATOR(pg_catalog.>=) 0),
 	max_throttles integer CHECK (max_throttles OPERATOR(pg_catalog.>=) 0),
 	max_payload integer CHECK (max_payload OPERATOR(pg_catalog.>=) 1024),
-	CONSTRAINT limits_pkey PRIMARY KEY (role)
+	max_locks	integer CHECK (max_locks OPERATOR(pg_catalog.>=) 0)
 );
+-- one row per role (of rows without one, any number: see role_ref below),
+-- one row of defaults
+CREATE UNIQUE INDEX limits_role_idx ON distlock.limits (role)
+	WHERE role OPERATOR(pg_catalog.<>) 0::pg_catalog.oid;
+CREATE UNIQUE INDEX limits_defaults_idx ON distlock.limits ((role IS NULL))
+	WHERE role IS NULL;
 SELECT pg_catalog.pg_extension_config_dump('distlock.limits', '');
 REVOKE ALL ON distlock.limits FROM PUBLIC;
 GRANT SELECT ON distlock.limits TO PUBLIC;
 GRANT SELECT, INSERT ON distlock.limits TO @extowner@;
 
--- session_open() counts the caller's sessions.
+-- session_open() counts the caller's sessions, a first grant its locks.
 CREATE INDEX sessions_created_by_idx ON distlock.sessions (created_by);
+CREATE INDEX locks_created_by_idx ON distlock.locks (created_by);
 
 CREATE FUNCTION distlock.set_limit(limit_name text, value integer,
 								   role regrole DEFAULT NULL)
@@ -231,7 +244,7 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'distlock_set_limit'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 COMMENT ON FUNCTION distlock.set_limit(text, integer, regrole) IS
-	'set a per-role limit (sessions, throttles, payload bytes) of role, or the default of every role; NULL clears it; administrators only';
+	'set a per-role limit (sessions, throttles, locks, payload bytes) of role, or the default of every role; NULL clears it; administrators only';
 
 --
 -- The views read functions that run their queries as the schema owner with
@@ -256,7 +269,8 @@ LANGUAGE C STABLE PARALLEL UNSAFE ROWS 100;
 
 CREATE FUNCTION distlock.queue_stats_rows()
 RETURNS TABLE (queue text, pending bigint, running bigint, completed bigint,
-			   failed bigint, cancelled bigint, oldest_pending_age interval)
+			   failed bigint, cancelled bigint, oldest_pending_age interval,
+			   queue_owner regrole)
 AS 'MODULE_PATHNAME', 'distlock_queue_stats_rows'
 LANGUAGE C STABLE PARALLEL UNSAFE ROWS 10;
 
@@ -265,7 +279,7 @@ COMMENT ON FUNCTION distlock.live_sessions_rows() IS
 COMMENT ON FUNCTION distlock.active_locks_rows() IS
 	'the rows of view active_locks, of the roles the caller may act for';
 COMMENT ON FUNCTION distlock.queue_stats_rows() IS
-	'the rows of view queue_stats, over the jobs of the roles the caller may act for';
+	'the rows of view queue_stats, of the queues the caller may claim from or manage, and of its own jobs in others';
 
 CREATE OR REPLACE VIEW distlock.live_sessions WITH (security_barrier) AS
 SELECT * FROM distlock.live_sessions_rows();
@@ -323,3 +337,127 @@ ALTER TABLE distlock.jobs ALTER COLUMN created_by TYPE distlock.role_ref;
 ALTER TABLE distlock.throttles ALTER COLUMN created_by TYPE distlock.role_ref,
 	ALTER COLUMN owner TYPE distlock.role_ref;
 ALTER TABLE distlock.limits ALTER COLUMN role TYPE distlock.role_ref;
+
+-- Rows restored without their role (0) must not collide with one another,
+-- or the COPY of the whole table would fail: what is unique per role is so
+-- for real roles only.  (Such rows are never looked up by a call: only an
+-- administrator reaches them, through reassign_owned('-', ...).)
+ALTER TABLE distlock.throttles DROP CONSTRAINT throttles_pkey;
+CREATE UNIQUE INDEX throttles_owner_name_idx ON distlock.throttles
+	(owner, name) WHERE owner OPERATOR(pg_catalog.<>) 0::pg_catalog.oid;
+
+--
+-- Queues belong to a role (src/grants.c).  A queue is the pair (owner,
+-- name): a role's enqueue('emails') and claim('emails') name its own
+-- queue, and another role's queue is named with the owner argument.  Only
+-- roles with the owner's privileges, or a privilege the owner granted
+-- (grant_queue()), may put jobs in a queue, claim them or manage them, so
+-- no other role's jobs are ever in a claim's path or hold a dedup key, and
+-- no role can take another's queue name first.  1.0's jobs go to the queue
+-- of the role that enqueued them.
+--
+--	queue_owner		role the job's queue belongs to
+--
+DROP INDEX distlock.jobs_claim_idx;
+DROP INDEX distlock.jobs_dedup_idx;
+ALTER TABLE distlock.jobs ADD COLUMN queue_owner distlock.role_ref;
+UPDATE distlock.jobs SET queue_owner = created_by;
+ALTER TABLE distlock.jobs ALTER COLUMN queue_owner SET NOT NULL;
+
+CREATE INDEX jobs_claim_idx ON distlock.jobs
+	(queue_owner, queue, priority DESC, run_at, id)
+	WHERE status OPERATOR(pg_catalog.=) 'pending'::distlock.job_status;
+
+CREATE UNIQUE INDEX jobs_dedup_idx ON distlock.jobs
+	(queue_owner, queue, dedup_key)
+	WHERE dedup_key IS NOT NULL
+	  AND status OPERATOR(pg_catalog.<=) 'running'::distlock.job_status
+	  AND queue_owner OPERATOR(pg_catalog.<>) 0::pg_catalog.oid;
+
+--
+-- What the owner of a queue lets other roles do in it.  Readable by
+-- everyone, as the ACLs of the system catalogs are.
+--
+--	owner			role the queue belongs to
+--	queue			its name
+--	grantee			role given the privileges (and every role with its
+--					privileges)
+--	enqueue			may add jobs
+--	claim			may claim jobs, whoever enqueued them
+--	manage			may see and cancel every job of the queue
+--
+CREATE TABLE distlock.queue_grants
+(
+	owner		distlock.role_ref NOT NULL,
+	queue		text NOT NULL,
+	grantee		distlock.role_ref NOT NULL,
+	enqueue		boolean NOT NULL,
+	claim		boolean NOT NULL,
+	manage		boolean NOT NULL
+);
+CREATE UNIQUE INDEX queue_grants_idx ON distlock.queue_grants
+	(owner, queue, grantee)
+	WHERE owner OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+	  AND grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid;
+CREATE INDEX queue_grants_grantee_idx ON distlock.queue_grants (grantee);
+SELECT pg_catalog.pg_extension_config_dump('distlock.queue_grants', '');
+REVOKE ALL ON distlock.queue_grants FROM PUBLIC;
+GRANT SELECT ON distlock.queue_grants TO PUBLIC;
+GRANT SELECT, INSERT ON distlock.queue_grants TO @extowner@;
+
+DROP FUNCTION distlock.enqueue(text, jsonb, timestamptz, integer, integer, text);
+CREATE FUNCTION distlock.enqueue(queue text, payload jsonb DEFAULT '{}',
+								 run_at timestamptz DEFAULT NULL,
+								 priority integer DEFAULT 0,
+								 max_attempts integer DEFAULT 5,
+								 dedup_key text DEFAULT NULL,
+								 owner regrole DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'distlock_enqueue'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION distlock.enqueue(text, jsonb, timestamptz, integer, integer, text, regrole) IS
+	'add a job to owner''s (default: the current role''s) queue; with a dedup_key already pending or running there, return that job''s id';
+
+DROP FUNCTION distlock.claim(text, uuid, integer);
+CREATE FUNCTION distlock.claim(queue text, session_id uuid,
+							   max_jobs integer DEFAULT 1,
+							   owner regrole DEFAULT NULL)
+RETURNS SETOF distlock.jobs
+AS 'MODULE_PATHNAME', 'distlock_claim'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 1;
+COMMENT ON FUNCTION distlock.claim(text, uuid, integer, regrole) IS
+	'claim up to max_jobs due jobs of owner''s (default: the current role''s) queue for a live session, skipping jobs other claimers hold';
+
+CREATE FUNCTION distlock.grant_queue(queue text, privileges text,
+									 grantee regrole,
+									 owner regrole DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'distlock_grant_queue'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION distlock.grant_queue(text, text, regrole, regrole) IS
+	'let grantee enqueue, claim or manage (a comma-separated list, or all) in owner''s (default: the current role''s) queue';
+
+CREATE FUNCTION distlock.revoke_queue(queue text, privileges text,
+									  grantee regrole,
+									  owner regrole DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'distlock_revoke_queue'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION distlock.revoke_queue(text, text, regrole, regrole) IS
+	'take back privileges (enqueue, claim, manage, a comma-separated list, or all) grant_queue() gave grantee on owner''s (default: the current role''s) queue';
+
+CREATE FUNCTION distlock.has_queue_privilege(role regrole, queue text,
+											 privilege text,
+											 owner regrole DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'distlock_has_queue_privilege'
+LANGUAGE C STABLE CALLED ON NULL INPUT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION distlock.has_queue_privilege(regrole, text, text, regrole) IS
+	'whether role may enqueue, claim or manage (any of a comma-separated list) in owner''s (default: the current role''s) queue';
+
+CREATE FUNCTION distlock.cancel_jobs(queue text, owner regrole DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'distlock_cancel_jobs'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+COMMENT ON FUNCTION distlock.cancel_jobs(text, regrole) IS
+	'cancel every pending and running job of owner''s (default: the current role''s) queue that no other transaction holds; returns how many';

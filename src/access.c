@@ -156,6 +156,26 @@ dl_check_access(DistlockCall *call, Oid creator, DistlockObject kind,
  * for the statements the functions run as the schema owner on behalf of
  * caller (the SQL path of claim()).
  */
+/*
+ * The role a call's owner argument (argno) names, or, if it is NULL, the
+ * calling role: the owner of a throttle or queue.  A role that does not
+ * exist raises 42704.
+ */
+Oid
+dl_arg_owner(FunctionCallInfo fcinfo, int argno, DistlockCall *call)
+{
+	Oid			owner;
+
+	if (PG_ARGISNULL(argno))
+		return call->caller;
+	owner = PG_GETARG_OID(argno);
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", owner)));
+	return owner;
+}
+
 Datum
 distlock_may_act_for(PG_FUNCTION_ARGS)
 {

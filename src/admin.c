@@ -4,7 +4,8 @@
  *		A role's rows, for an administrator: reassign_owned, drop_owned.
  *
  * Every lock grant, session, job and throttle belongs to a role
- * (created_by; a throttle's owner).  DROP ROLE knows nothing of rows, so it
+ * (created_by; a throttle's owner), and so does every queue (its jobs'
+ * queue_owner) and the grants on it.  DROP ROLE knows nothing of rows, so it
  * succeeds while the role still has some, leaving them under an OID that
  * no role has (and that a role created later could get).  As REASSIGN
  * OWNED and DROP OWNED do for objects, reassign_owned() gives a role's rows
@@ -50,7 +51,7 @@
 PG_FUNCTION_INFO_V1(distlock_reassign_owned);
 PG_FUNCTION_INFO_V1(distlock_drop_owned);
 
-#define ADMIN_KINDS 4			/* sessions, locks, jobs, throttles */
+#define ADMIN_KINDS 5			/* sessions, locks, jobs, throttles, grants */
 
 static DistlockStmt reassign_stmts[ADMIN_KINDS] = {
 	{"UPDATE distlock.sessions SET created_by = $2 WHERE id IN"
@@ -61,16 +62,46 @@ static DistlockStmt reassign_stmts[ADMIN_KINDS] = {
 		" (SELECT name FROM distlock.locks WHERE created_by = $1"
 		" FOR UPDATE SKIP LOCKED)",
 	2, {REGROLEOID, REGROLEOID}},
-	{"UPDATE distlock.jobs SET created_by = $2 WHERE id IN"
-		" (SELECT id FROM distlock.jobs WHERE created_by = $1"
-		" FOR UPDATE SKIP LOCKED)",
+	/*
+	 * The role's jobs and the jobs of its queues.  A job whose dedup key
+	 * the receiving role's queue of that name holds already is left, and
+	 * so is all but the first of jobs with one key (rows of no role, '-',
+	 * restored from several missing roles, may share one).  The pending
+	 * ones wake the new queue's waiters.
+	 */
+	{"UPDATE distlock.jobs SET"
+		" created_by = CASE WHEN created_by = $1 THEN $2::oid"
+		"  ELSE created_by::oid END,"
+		" queue_owner = CASE WHEN queue_owner = $1 THEN $2::oid"
+		"  ELSE queue_owner::oid END"
+		" WHERE id IN (SELECT id FROM distlock.jobs j"
+		"  WHERE (created_by = $1 OR queue_owner = $1)"
+		"  AND NOT (queue_owner = $1 AND dedup_key IS NOT NULL"
+		"   AND status <= 'running' AND EXISTS (SELECT 1 FROM distlock.jobs n"
+		"    WHERE n.queue_owner IN ($1, $2) AND n.queue = j.queue"
+		"    AND n.dedup_key = j.dedup_key AND n.status <= 'running'"
+		"    AND (n.queue_owner = $2 OR n.id < j.id)))"
+		"  FOR UPDATE SKIP LOCKED)"
+		" RETURNING " DL_JOBS_BACK_RETURNING,
 	2, {REGROLEOID, REGROLEOID}},
 	/* a throttle whose name the receiving role has already is left */
-	{"UPDATE distlock.throttles SET owner = $2 WHERE (owner, name) IN"
-		" (SELECT owner, name FROM distlock.throttles t WHERE owner = $1"
+	{"UPDATE distlock.throttles SET owner = $2 WHERE ctid IN"
+		" (SELECT ctid FROM distlock.throttles t WHERE owner = $1"
 		" AND NOT EXISTS (SELECT 1 FROM distlock.throttles n"
-		"  WHERE n.owner = $2 AND n.name = t.name)"
+		"  WHERE n.owner IN ($1, $2) AND n.name = t.name"
+		"  AND (n.owner = $2 OR n.ctid < t.ctid))"
 		" FOR UPDATE SKIP LOCKED)",
+	2, {REGROLEOID, REGROLEOID}},
+	/*
+	 * Grants the role gave (those it received are not its to give on, as
+	 * REASSIGN OWNED leaves privileges); one the receiving role has is left.
+	 */
+	{"UPDATE distlock.queue_grants SET owner = $2 WHERE ctid IN"
+		" (SELECT ctid FROM distlock.queue_grants t WHERE owner = $1"
+		"  AND NOT EXISTS (SELECT 1 FROM distlock.queue_grants n"
+		"   WHERE n.owner IN ($1, $2) AND n.queue = t.queue"
+		"   AND n.grantee = t.grantee AND (n.owner = $2 OR n.ctid < t.ctid))"
+		"  FOR UPDATE SKIP LOCKED)",
 	2, {REGROLEOID, REGROLEOID}},
 };
 
@@ -86,11 +117,15 @@ static DistlockStmt drop_stmts[ADMIN_KINDS - 1] = {
 	1, {REGROLEOID}},
 	{"DELETE FROM distlock.jobs WHERE id IN"
 		" (SELECT id FROM distlock.jobs WHERE created_by = $1"
-		" FOR UPDATE SKIP LOCKED)",
+		"  OR queue_owner = $1 FOR UPDATE SKIP LOCKED)",
 	1, {REGROLEOID}},
 	{"DELETE FROM distlock.throttles WHERE (owner, name) IN"
 		" (SELECT owner, name FROM distlock.throttles WHERE owner = $1"
 		" FOR UPDATE SKIP LOCKED)",
+	1, {REGROLEOID}},
+	{"DELETE FROM distlock.queue_grants WHERE (owner, queue, grantee) IN"
+		" (SELECT owner, queue, grantee FROM distlock.queue_grants"
+		"  WHERE owner = $1 OR grantee = $1 FOR UPDATE SKIP LOCKED)",
 	1, {REGROLEOID}},
 };
 
@@ -117,7 +152,7 @@ admin_result(FunctionCallInfo fcinfo, int64 *counts)
 {
 	TupleDesc	tupdesc;
 	Datum		values[ADMIN_KINDS];
-	bool		nulls[ADMIN_KINDS] = {false, false, false, false};
+	bool		nulls[ADMIN_KINDS] = {false, false, false, false, false};
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -129,12 +164,14 @@ admin_result(FunctionCallInfo fcinfo, int64 *counts)
 
 /*
  * reassign_owned(old_role regrole, new_role regrole, OUT sessions bigint,
- *				  OUT locks bigint, OUT jobs bigint, OUT throttles bigint)
- *		RETURNS record
+ *				  OUT locks bigint, OUT jobs bigint, OUT throttles bigint,
+ *				  OUT queue_grants bigint) RETURNS record
  *
- * Give old_role's sessions, lock grants, jobs and throttles to new_role;
- * returns how many of each.  Rows another transaction holds, and throttles
- * whose name new_role already has, are left to old_role.
+ * Give old_role's sessions, lock grants, jobs, queues (their jobs), throttles
+ * and the queue grants it gave to new_role; returns how many of each.
+ * Rows another transaction holds, and throttles, dedup keys and grants
+ * new_role already has, are left to old_role.  Grants old_role received
+ * stay (drop_owned() removes them).
  */
 Datum
 distlock_reassign_owned(PG_FUNCTION_ARGS)
@@ -157,7 +194,11 @@ distlock_reassign_owned(PG_FUNCTION_ARGS)
 				 errmsg("role with OID %u does not exist",
 						DatumGetObjectId(values[1]))));
 	for (int i = 0; i < ADMIN_KINDS; i++)
+	{
 		counts[i] = dl_exec(&reassign_stmts[i], values, NULL, 0);
+		if (i == 2)
+			dl_wake_for_jobs_back();
+	}
 	dl_leave(&call);
 
 	PG_RETURN_DATUM(admin_result(fcinfo, counts));
@@ -165,17 +206,20 @@ distlock_reassign_owned(PG_FUNCTION_ARGS)
 
 /*
  * drop_owned(role regrole, OUT sessions bigint, OUT locks bigint,
- *			  OUT jobs bigint, OUT throttles bigint) RETURNS record
+ *			  OUT jobs bigint, OUT throttles bigint, OUT queue_grants bigint)
+ *		RETURNS record
  *
- * End role's sessions and delete its lock rows, jobs and throttles;
- * returns how many of each.  What another transaction holds is left.
+ * End role's sessions and delete its lock rows, jobs, the jobs of its
+ * queues (whoever enqueued them, as DROP OWNED drops a table with its
+ * rows), throttles and queue grants (given and received); returns how many
+ * of each.  What another transaction holds is left.
  */
 Datum
 distlock_drop_owned(PG_FUNCTION_ARGS)
 {
 	DistlockCall call;
 	Datum		values[1];
-	int64		counts[ADMIN_KINDS] = {0, 0, 0, 0};
+	int64		counts[ADMIN_KINDS] = {0, 0, 0, 0, 0};
 	uint64		n;
 	Datum	   *ids;
 
@@ -205,11 +249,11 @@ distlock_drop_owned(PG_FUNCTION_ARGS)
 		bool		isnull;
 
 		dl_wake_at_commit(DL_WAIT_LEASE,
-						  dl_wait_key(dl_getattr(i, 1, &isnull), false),
-						  InvalidOid, 1);
+						  dl_wait_key(dl_getattr(i, 1, &isnull), false), 1);
 	}
 	counts[2] = dl_exec(&drop_stmts[1], values, NULL, 0);
 	counts[3] = dl_exec(&drop_stmts[2], values, NULL, 0);
+	counts[4] = dl_exec(&drop_stmts[3], values, NULL, 0);
 	dl_leave(&call);
 
 	PG_RETURN_DATUM(admin_result(fcinfo, counts));

@@ -81,7 +81,7 @@ catalog_relation(Oid schema, const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("relation \"distlock.%s\" does not exist", name),
-				 errhint("Reinstall the extension: DROP EXTENSION distlock; CREATE EXTENSION distlock.")));
+				 errhint("Update the extension to the library's version: ALTER EXTENSION distlock UPDATE (or, if its tables were altered by hand, reinstall it).")));
 	return relid;
 }
 
@@ -96,7 +96,7 @@ catalog_column(Oid relid, const char *name)
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("column \"%s\" of relation \"%s\" does not exist",
 						name, get_rel_name(relid)),
-				 errhint("Reinstall the extension: DROP EXTENSION distlock; CREATE EXTENSION distlock.")));
+				 errhint("Update the extension to the library's version: ALTER EXTENSION distlock UPDATE (or, if its tables were altered by hand, reinstall it).")));
 	return attno;
 }
 
@@ -113,7 +113,7 @@ catalog_enum_value(Oid typid, const char *label)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("job status \"%s\" does not exist", label),
-				 errhint("Reinstall the extension: DROP EXTENSION distlock; CREATE EXTENSION distlock.")));
+				 errhint("Update the extension to the library's version: ALTER EXTENSION distlock UPDATE (or, if its tables were altered by hand, reinstall it).")));
 	oid = ((Form_pg_enum) GETSTRUCT(tup))->oid;
 	ReleaseSysCache(tup);
 	return oid;
@@ -152,6 +152,7 @@ catalog_fill(DistlockCatalog *c)
 	c->job_finished_at = catalog_column(c->jobs, "finished_at");
 	c->job_result = catalog_column(c->jobs, "result");
 	c->job_created_by = catalog_column(c->jobs, "created_by");
+	c->job_queue_owner = catalog_column(c->jobs, "queue_owner");
 	c->session_id = catalog_column(c->sessions, "id");
 	c->session_expires_at = catalog_column(c->sessions, "expires_at");
 	c->session_created_by = catalog_column(c->sessions, "created_by");

@@ -145,7 +145,7 @@ typedef struct DistlockStmt
 {
 	const char *sql;
 	int			nargs;
-	Oid			argtypes[8];
+	Oid			argtypes[9];
 	SPIPlanPtr	plan;
 } DistlockStmt;
 
@@ -182,6 +182,7 @@ typedef struct DistlockCatalog
 	AttrNumber	job_finished_at;
 	AttrNumber	job_result;
 	AttrNumber	job_created_by;
+	AttrNumber	job_queue_owner;
 	/* attribute numbers of distlock.sessions */
 	AttrNumber	session_id;
 	AttrNumber	session_expires_at;
@@ -198,7 +199,8 @@ typedef enum DistlockLimit
 {
 	DL_LIMIT_SESSIONS,
 	DL_LIMIT_THROTTLES,
-	DL_LIMIT_PAYLOAD
+	DL_LIMIT_PAYLOAD,
+	DL_LIMIT_LOCKS
 } DistlockLimit;
 
 /* Sizes up to this are never checked; no payload limit may be below it. */
@@ -226,6 +228,8 @@ extern uint64 dl_exec_read(DistlockStmt *stmt, Datum *values,
 						   const char *nulls);
 extern uint64 dl_exec_latest(DistlockStmt *stmt, Datum *values,
 							 const char *nulls);
+extern uint64 dl_exec_latest_read(DistlockStmt *stmt, Datum *values,
+								  const char *nulls);
 extern Datum dl_getattr(int row, int col, bool *isnull);
 extern int64 dl_getint64(int row, int col);
 
@@ -247,6 +251,8 @@ extern bool dl_jobs_open(JobsTable *jt, const AttrNumber *updated,
 extern void dl_jobs_close(JobsTable *jt);
 extern IndexScanDesc dl_jobs_scan(JobsTable *jt, Relation index,
 								  RegProcedure eq, Datum value);
+extern IndexScanDesc dl_jobs_scan_queue(JobsTable *jt, Relation index,
+									   Oid owner, Datum queue);
 extern void dl_jobs_scan_end(IndexScanDesc scan);
 extern void dl_jobs_new_from_old(JobsTable *jt);
 extern void dl_jobs_set(JobsTable *jt, AttrNumber att, Datum value,
@@ -306,8 +312,34 @@ typedef enum DistlockObject
 extern bool dl_may_act_for(DistlockCall *call, Oid creator);
 extern bool dl_is_admin(DistlockCall *call);
 extern void dl_require_admin(DistlockCall *call, const char *fname);
+extern Oid	dl_arg_owner(FunctionCallInfo fcinfo, int argno,
+						 DistlockCall *call);
 extern void dl_check_access(DistlockCall *call, Oid creator,
 							DistlockObject kind, const char *name);
+
+/* grants.c: what a role may do in a queue */
+#define DL_QUEUE_ENQUEUE	0x01
+#define DL_QUEUE_CLAIM		0x02
+#define DL_QUEUE_MANAGE		0x04
+
+extern bool dl_queue_allowed(DistlockCall *call, Oid owner, Datum queue,
+							 int privs);
+extern void dl_queue_check(DistlockCall *call, Oid owner, Datum queue,
+						   int priv);
+extern bool dl_job_visible(DistlockCall *call, Oid creator, Oid owner,
+						   Datum queue);
+
+/*
+ * The same rule in SQL, for statements run as the schema owner: whether
+ * role caller may see job j (an alias of distlock.jobs).
+ */
+#define DL_JOB_VISIBLE(caller, j) \
+	"(distlock.may_act_for(" caller ", " j ".created_by)" \
+	" OR distlock.may_act_for(" caller ", " j ".queue_owner)" \
+	" OR EXISTS (SELECT FROM distlock.queue_grants g" \
+	"  WHERE g.owner = " j ".queue_owner AND g.queue = " j ".queue" \
+	"  AND (g.claim OR g.manage)" \
+	"  AND distlock.may_act_for(" caller ", g.grantee)))"
 
 /* session.c */
 extern bool dl_session_use(DistlockCall *call, Datum session_id,
@@ -338,19 +370,19 @@ extern void dl_wake_preload(void);
 extern bool dl_wake_available(void);
 extern void dl_wait_begin(DistlockWaitKind kind, uint64 key);
 extern void dl_wait_also(uint64 session_key);
-extern bool dl_wait_take_wakeup(Oid *role);
+extern bool dl_wait_take_wakeup(void);
 extern void dl_wait_looked(void);
 extern bool dl_wait_first(void);
-extern void dl_wait_pass_on(Oid role);
+extern void dl_wait_pass_on(void);
 extern void dl_wait_end(void);
 extern void dl_wait_sleep(TimestampTz until);
-extern void dl_wake_at_end(DistlockWaitKind kind, uint64 key, Oid role,
-						   int64 count, bool at_abort);
-#define dl_wake_at_commit(kind, key, role, count) \
-	dl_wake_at_end((kind), (key), (role), (count), false)
+extern void dl_wake_at_end(DistlockWaitKind kind, uint64 key, int64 count,
+						   bool at_abort);
+#define dl_wake_at_commit(kind, key, count) \
+	dl_wake_at_end((kind), (key), (count), false)
 
 /* queue.c: what a statement giving jobs back to pending returns */
-#define DL_JOBS_BACK_RETURNING	"queue, status, created_by"
+#define DL_JOBS_BACK_RETURNING	"queue, status, queue_owner"
 extern void dl_wake_for_jobs_back(void);
 
 /* maintain.c */
@@ -365,5 +397,6 @@ extern bool dl_maintenance_serves(const char *dbname);
 
 /* wait.c */
 extern uint64 dl_wait_key(Datum value, bool is_uuid);
+extern uint64 dl_queue_key(Oid owner, Datum queue);
 
 #endif							/* DISTLOCK_H */

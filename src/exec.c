@@ -161,6 +161,20 @@ dl_exec_latest(DistlockStmt *stmt, Datum *values, const char *nulls)
 												0));
 }
 
+/*
+ * dl_exec_latest() of a read-only statement, without advancing the command
+ * counter: it may run where commands cannot start (a function called in a
+ * parallel query's leader).
+ */
+uint64
+dl_exec_latest_read(DistlockStmt *stmt, Datum *values, const char *nulls)
+{
+	return exec_done(stmt, SPI_execute_snapshot(exec_plan(stmt), values, nulls,
+												GetLatestSnapshot(),
+												InvalidSnapshot, true, true,
+												0));
+}
+
 /* Column col (1-based) of result row row (0-based) of the last dl_exec(). */
 Datum
 dl_getattr(int row, int col, bool *isnull)

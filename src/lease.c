@@ -359,6 +359,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		if (!lease_read(name, &row))
 		{
 			/* first grant ever; lose a race and we read the winner's row */
+			dl_limit_count(DL_LIMIT_LOCKS, call.caller);
 			now = lease_grant_now(has_session, &session_expires, values[2]);
 			values[3] = TimestampTzGetDatum(now);
 			lease_expiry(ttl, now, &values[4], &nulls[4]);
@@ -504,8 +505,7 @@ distlock_release(PG_FUNCTION_ARGS)
 		dl_exec(&release_stmt, values, NULL, 0);
 		/* the first waiter in the lock's line may take it once we commit */
 		dl_wake_at_commit(DL_WAIT_LEASE,
-						  dl_wait_key(PointerGetDatum(name), false),
-						  InvalidOid, 1);
+						  dl_wait_key(PointerGetDatum(name), false), 1);
 	}
 	dl_leave(&call);
 

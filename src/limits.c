@@ -1,15 +1,18 @@
 /*-------------------------------------------------------------------------
  *
  * limits.c
- *		Per-role limits: sessions, throttles, and the size of what is stored.
+ *		Per-role limits: sessions, throttles, lock names, and the size of
+ *		what is stored.
  *
  * One role must not be able to fill the database for everyone: without
  * limits a role could open 200,000 sessions or throttles in seconds, or
  * enqueue 100 MB payloads.  distlock.limits holds, per role, the most
- * sessions it may have open, the most throttles it may own, and the
- * largest payload, result, session info or error text (in bytes) it may
- * store; the row of role 0 ('-') holds the defaults for every role, and a
- * value not set in either falls back to the built-in default below.  Only
+ * sessions it may have open, the most throttles and lock rows it may own,
+ * and the largest payload, result, session info or error text (in bytes)
+ * it may store; the row without a role (NULL) holds the defaults for every
+ * role, and a value not set in either falls back to the built-in default
+ * below.  (The defaults are not the row of role 0, '-': that is where a
+ * restore puts the limits of a role it does not have.)  Only
  * an administrator (access.c) sets them, with set_limit(): a setting the
  * caller could raise (a user GUC) would limit nothing, and a superuser-only
  * one could not be changed by the owner of a trusted install.
@@ -24,8 +27,16 @@
  * only, which no limit may be set below, so the common small payload costs
  * no look-up.
  *
- * Lock names have no limit yet: a name's first grant is frequent (a lock
- * per job) and counting a role's rows there would cost every such grant.
+ * Lock names are counted at a name's first grant, when its row is
+ * created, but without the lock: first grants are frequent (a lock per
+ * job) and often made inside a transaction that goes on to do the work,
+ * and the lock would make every other first grant of the role wait for
+ * that transaction.  Their count is thus of committed rows (and the
+ * transaction's own): a role's concurrent transactions can together pass
+ * its limit by at most one row each, which still bounds what it can
+ * store.  The count walks the role's entries of locks_created_by_idx, up
+ * to the limit, so it costs a role in proportion to the lock rows it
+ * keeps (free rows go with distlock.lock_retention).
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -59,25 +70,23 @@ static const LimitInfo limit_info[] = {
 	[DL_LIMIT_SESSIONS] = {"sessions", "open sessions", 1000},
 	[DL_LIMIT_THROTTLES] = {"throttles", "throttles", 10000},
 	[DL_LIMIT_PAYLOAD] = {"payload", "bytes per value", 1024 * 1024},
+	[DL_LIMIT_LOCKS] = {"locks", "lock names", 10000},
 };
 
 /*
  * The role's value of each limit, else the default row's; NULL in both:
  * not set.  One statement per limit, so that each is a fixed plan.
  */
+#define LIMIT_STMT(col) { \
+	"SELECT coalesce((SELECT " col " FROM distlock.limits WHERE role = $1)," \
+	" (SELECT " col " FROM distlock.limits WHERE role IS NULL))", \
+	1, {REGROLEOID}}
+
 static DistlockStmt limit_stmts[] = {
-	[DL_LIMIT_SESSIONS] = {
-		"SELECT coalesce((SELECT max_sessions FROM distlock.limits WHERE role = $1),"
-		" (SELECT max_sessions FROM distlock.limits WHERE role = 0))",
-	1, {REGROLEOID}},
-	[DL_LIMIT_THROTTLES] = {
-		"SELECT coalesce((SELECT max_throttles FROM distlock.limits WHERE role = $1),"
-		" (SELECT max_throttles FROM distlock.limits WHERE role = 0))",
-	1, {REGROLEOID}},
-	[DL_LIMIT_PAYLOAD] = {
-		"SELECT coalesce((SELECT max_payload FROM distlock.limits WHERE role = $1),"
-		" (SELECT max_payload FROM distlock.limits WHERE role = 0))",
-	1, {REGROLEOID}},
+	[DL_LIMIT_SESSIONS] = LIMIT_STMT("max_sessions"),
+	[DL_LIMIT_THROTTLES] = LIMIT_STMT("max_throttles"),
+	[DL_LIMIT_PAYLOAD] = LIMIT_STMT("max_payload"),
+	[DL_LIMIT_LOCKS] = LIMIT_STMT("max_locks"),
 };
 
 /* How many of a role's rows there are, up to $2. */
@@ -90,22 +99,28 @@ static DistlockStmt count_stmts[] = {
 		"SELECT count(*) FROM (SELECT FROM distlock.throttles"
 		" WHERE owner = $1 LIMIT $2) r",
 	2, {REGROLEOID, INT4OID}},
+	[DL_LIMIT_LOCKS] = {
+		"SELECT count(*) FROM (SELECT FROM distlock.locks"
+		" WHERE created_by = $1 LIMIT $2) r",
+	2, {REGROLEOID, INT4OID}},
 };
 
-/* set_limit(): one statement per limit, $2 NULL clearing it. */
+/*
+ * set_limit(): one statement per limit, for role $1 (NULL: the defaults),
+ * $2 NULL clearing it.
+ */
+#define SET_STMT(col) { \
+	"WITH u AS (UPDATE distlock.limits SET " col " = $2" \
+	" WHERE role IS NOT DISTINCT FROM $1 RETURNING 1)" \
+	" INSERT INTO distlock.limits (role, " col ")" \
+	" SELECT $1, $2 WHERE NOT EXISTS (SELECT FROM u)", \
+	2, {REGROLEOID, INT4OID}}
+
 static DistlockStmt set_stmts[] = {
-	[DL_LIMIT_SESSIONS] = {
-		"INSERT INTO distlock.limits (role, max_sessions) VALUES ($1, $2)"
-		" ON CONFLICT (role) DO UPDATE SET max_sessions = excluded.max_sessions",
-	2, {REGROLEOID, INT4OID}},
-	[DL_LIMIT_THROTTLES] = {
-		"INSERT INTO distlock.limits (role, max_throttles) VALUES ($1, $2)"
-		" ON CONFLICT (role) DO UPDATE SET max_throttles = excluded.max_throttles",
-	2, {REGROLEOID, INT4OID}},
-	[DL_LIMIT_PAYLOAD] = {
-		"INSERT INTO distlock.limits (role, max_payload) VALUES ($1, $2)"
-		" ON CONFLICT (role) DO UPDATE SET max_payload = excluded.max_payload",
-	2, {REGROLEOID, INT4OID}},
+	[DL_LIMIT_SESSIONS] = SET_STMT("max_sessions"),
+	[DL_LIMIT_THROTTLES] = SET_STMT("max_throttles"),
+	[DL_LIMIT_PAYLOAD] = SET_STMT("max_payload"),
+	[DL_LIMIT_LOCKS] = SET_STMT("max_locks"),
 };
 
 /* The limit which of role now, as last committed. */
@@ -134,9 +149,12 @@ dl_limit_count(DistlockLimit which, Oid role)
 	int32		limit;
 	Datum		values[2];
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, role, (uint32) which,
-						 DISTLOCK_TAG_LIMIT);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	if (which != DL_LIMIT_LOCKS)
+	{
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, role, (uint32) which,
+							 DISTLOCK_TAG_LIMIT);
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	}
 
 	limit = limit_value(which, role);
 	values[0] = ObjectIdGetDatum(role);
@@ -176,7 +194,8 @@ dl_limit_size(Datum value, const char *what, Oid role)
  * set_limit(limit_name text, value integer, role regrole DEFAULT NULL)
  *		RETURNS void
  *
- * Set limit limit_name ('sessions', 'throttles' or 'payload', in bytes) of
+ * Set limit limit_name ('sessions', 'throttles', 'locks' or 'payload', in
+ * bytes) of
  * role, or with role NULL the default of every role; value NULL clears it
  * (back to the default, or to the built-in one).  Administrators only.
  */
@@ -198,15 +217,15 @@ distlock_set_limit(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown limit \"%s\"", name),
-				 errhint("The limits are \"sessions\", \"throttles\" and \"payload\".")));
+				 errhint("The limits are \"sessions\", \"throttles\", \"locks\" and \"payload\".")));
 	if (!PG_ARGISNULL(1) &&
 		PG_GETARG_INT32(1) < (which == DL_LIMIT_PAYLOAD ? DISTLOCK_MIN_PAYLOAD : 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("limit \"%s\" must be at least %d", name,
 						which == DL_LIMIT_PAYLOAD ? DISTLOCK_MIN_PAYLOAD : 0)));
-	values[0] = PG_ARGISNULL(2) ? ObjectIdGetDatum(InvalidOid) :
-		PG_GETARG_DATUM(2);
+	values[0] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
+	nulls[0] = PG_ARGISNULL(2) ? 'n' : ' ';
 	values[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
 	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
 

@@ -61,35 +61,36 @@ PG_FUNCTION_INFO_V1(distlock_cancel);
 
 /* The predicate of jobs_dedup_idx, which ON CONFLICT must name. */
 #define DEDUP_PREDICATE \
-	"dedup_key IS NOT NULL AND status <= 'running'::distlock.job_status"
+	"dedup_key IS NOT NULL AND status <= 'running'::distlock.job_status" \
+	" AND queue_owner <> 0::oid"
 
 static DistlockStmt insert_stmt = {
 	"INSERT INTO distlock.jobs (queue, payload, status, priority, run_at,"
-	" attempts, max_attempts, dedup_key, created_at, created_by)"
-	" VALUES ($1, $2, 'pending', $3, $4, 0, $5, $6, $7, $8)"
-	" ON CONFLICT (queue, dedup_key) WHERE " DEDUP_PREDICATE
+	" attempts, max_attempts, dedup_key, created_at, created_by,"
+	" queue_owner)"
+	" VALUES ($1, $2, 'pending', $3, $4, 0, $5, $6, $7, $8, $9)"
+	" ON CONFLICT (queue_owner, queue, dedup_key) WHERE " DEDUP_PREDICATE
 	" DO NOTHING RETURNING id",
-	8, {TEXTOID, JSONBOID, INT4OID, TIMESTAMPTZOID, INT4OID, TEXTOID,
-	TIMESTAMPTZOID, REGROLEOID}
+	9, {TEXTOID, JSONBOID, INT4OID, TIMESTAMPTZOID, INT4OID, TEXTOID,
+	TIMESTAMPTZOID, REGROLEOID, REGROLEOID}
 };
 
 static DistlockStmt find_dedup_stmt = {
 	"SELECT id, created_by FROM distlock.jobs"
-	" WHERE queue = $1 AND dedup_key = $2 AND " DEDUP_PREDICATE,
-	2, {TEXTOID, TEXTOID}
+	" WHERE queue_owner = $3 AND queue = $1 AND dedup_key = $2"
+	" AND " DEDUP_PREDICATE,
+	3, {TEXTOID, TEXTOID, REGROLEOID}
 };
 
 /*
  * Claim order is priority (higher first), run_at, id: a walk of
- * jobs_claim_idx from its start for the queue, skipping rows that other
- * claimers hold, and jobs of roles the caller ($5) may not act for
- * (distlock.may_act_for(), which is access.c's dl_may_act_for(), the rule
- * the direct path and the views apply too).  The picked ids go to the
+ * jobs_claim_idx from its start for the queue of owner $5, skipping rows
+ * that other claimers hold.  Every job of the queue is the caller's to
+ * claim (grants.c), so nothing else is skipped.  The picked ids go to the
  * UPDATE as an array, so that its generic plan fetches them by jobs_pkey
  * whatever LIMIT $4 is (joined to a CTE instead, the generic plan
  * merge-joins the whole of jobs_pkey).
  */
-#define CLAIM_MAY_ACT "distlock.may_act_for($5, created_by)"
 
 static DistlockStmt claim_stmt = {
 	"WITH claimed AS ("
@@ -97,8 +98,8 @@ static DistlockStmt claim_stmt = {
 	"   claimed_at = $3, attempts = attempts + 1"
 	"  WHERE id = ANY (ARRAY("
 	"   SELECT id FROM distlock.jobs"
-	"   WHERE queue = $1 AND status = 'pending' AND run_at <= $3"
-	"    AND " CLAIM_MAY_ACT
+	"   WHERE queue_owner = $5 AND queue = $1 AND status = 'pending'"
+	"    AND run_at <= $3"
 	"   ORDER BY priority DESC, run_at, id"
 	"   LIMIT $4 FOR UPDATE SKIP LOCKED))"
 	"  RETURNING *)"
@@ -112,8 +113,8 @@ static DistlockStmt claim_one_stmt = {
 	" claimed_at = $3, attempts = attempts + 1"
 	" WHERE id = ("
 	"  SELECT id FROM distlock.jobs"
-	"  WHERE queue = $1 AND status = 'pending' AND run_at <= $3"
-	"   AND " CLAIM_MAY_ACT
+	"  WHERE queue_owner = $5 AND queue = $1 AND status = 'pending'"
+	"   AND run_at <= $3"
 	"  ORDER BY priority DESC, run_at, id"
 	"  LIMIT $4 FOR UPDATE SKIP LOCKED)"
 	" RETURNING *",
@@ -141,24 +142,24 @@ static DistlockStmt complete_batch_held_stmt = {
 };
 
 /*
- * The first of an array's job ids that is no job role $2 may act for
+ * The first of an array's job ids that is no job role $2 may see
  * (queue_job_check()).
  */
 static DistlockStmt missing_job_stmt = {
 	"SELECT i FROM unnest($1) i"
-	" WHERE NOT EXISTS (SELECT 1 FROM distlock.jobs WHERE id = i"
-	" AND distlock.may_act_for($2, created_by))"
+	" WHERE NOT EXISTS (SELECT 1 FROM distlock.jobs j WHERE j.id = i"
+	" AND " DL_JOB_VISIBLE("$2", "j") ")"
 	" ORDER BY i LIMIT 1",
 	2, {INT8ARRAYOID, REGROLEOID}
 };
 
-/* One job, acknowledged at $3; returns its queue. */
+/* One job, acknowledged at $3; returns its queue and the queue's owner. */
 static DistlockStmt complete_held_stmt = {
 	"UPDATE distlock.jobs SET status = 'completed', finished_at = $3,"
 	" result = $4"
 	" WHERE id = $1 AND status IS NOT DISTINCT FROM 'running'"
 	" AND session_id IS NOT DISTINCT FROM $2"
-	" RETURNING queue",
+	" RETURNING queue, queue_owner",
 	4, {INT8OID, UUIDOID, TIMESTAMPTZOID, JSONBOID}
 };
 
@@ -183,14 +184,16 @@ static DistlockStmt fail_stmt = {
 	6, {INT8OID, UUIDOID, TIMESTAMPTZOID, TEXTOID, INTERVALOID, FLOAT8OID}
 };
 
+/* A cancel by the queue's managers ($3 true), or the job's creator. */
 static DistlockStmt cancel_stmt = {
 	"UPDATE distlock.jobs SET status = 'cancelled', finished_at = $2"
-	" WHERE id = $1 AND status <= 'running'",
-	2, {INT8OID, TIMESTAMPTZOID}
+	" WHERE id = $1 AND CASE WHEN $3 THEN status <= 'running'"
+	"  ELSE status = 'pending' END",
+	3, {INT8OID, TIMESTAMPTZOID, BOOLOID}
 };
 
 static DistlockStmt creator_stmt = {
-	"SELECT created_by FROM distlock.jobs WHERE id = $1",
+	"SELECT created_by, queue_owner, queue FROM distlock.jobs WHERE id = $1",
 	1, {INT8OID}
 };
 
@@ -198,34 +201,54 @@ static void queue_put_job(ReturnSetInfo *rsinfo, HeapTuple row,
 						  TupleDesc rowdesc);
 
 /*
- * Raise 42704 unless job_id is a job the caller may act for: a job of a
- * role whose privileges the caller lacks is one it cannot see (as in the
- * views), so it is told no more than for an id that is no job.  Called
- * when an acknowledgement changed nothing, so that a wrong id is not
- * mistaken for a refusal, and before a cancel.
+ * Raise 42704 unless job_id is a job the caller may see (grants.c): one it
+ * may not is told no more than an id that is no job, as in the views.
+ * Called when an acknowledgement changed nothing, so that a wrong id is
+ * not mistaken for a refusal, and before a cancel, which only the job's
+ * creator and the queue's managers may make (42501 for others that see
+ * it).  Returns whether the caller manages the job's queue.
  */
-static void
-queue_job_check(DistlockCall *call, Datum job_id)
+static bool
+queue_job_check(DistlockCall *call, Datum job_id, bool cancel)
 {
 	Datum		values[1] = {job_id};
+	Oid			creator;
+	Oid			owner;
+	Datum		queue;
 	bool		isnull;
 
-	if (dl_exec(&creator_stmt, values, NULL, 1) == 0 ||
-		!dl_may_act_for(call, DatumGetObjectId(dl_getattr(0, 1, &isnull))))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("job " INT64_FORMAT " does not exist",
-						DatumGetInt64(job_id))));
+	if (dl_exec(&creator_stmt, values, NULL, 1) == 0)
+		goto missing;
+	creator = DatumGetObjectId(dl_getattr(0, 1, &isnull));
+	owner = DatumGetObjectId(dl_getattr(0, 2, &isnull));
+	queue = PointerGetDatum(DatumGetTextPCopy(dl_getattr(0, 3, &isnull)));
+	if (!dl_job_visible(call, creator, owner, queue))
+		goto missing;
+	if (!cancel)
+		return false;
+	if (dl_queue_allowed(call, owner, queue, DL_QUEUE_MANAGE))
+		return true;
+	if (!dl_may_act_for(call, creator))
+		dl_queue_check(call, owner, queue, DL_QUEUE_MANAGE);
+	return false;
+
+missing:
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("job " INT64_FORMAT " does not exist",
+					DatumGetInt64(job_id))));
 }
 
 /*
  * enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz
  *		   DEFAULT NULL, priority integer DEFAULT 0, max_attempts integer
- *		   DEFAULT 5, dedup_key text DEFAULT NULL) RETURNS bigint
+ *		   DEFAULT 5, dedup_key text DEFAULT NULL, owner regrole DEFAULT
+ *		   NULL) RETURNS bigint
  *
- * Add a pending job due at run_at (NULL: now) and return its id.  If a job
- * with the same dedup_key is pending or running in the queue, return its id
- * and add nothing.
+ * Add a pending job due at run_at (NULL: now) to owner's (NULL: the
+ * caller's) queue and return its id.  If a job with the same dedup_key is
+ * pending or running in the queue, return its id and add nothing.  Adding
+ * to another role's queue takes its enqueue privilege (42501).
  */
 Datum
 distlock_enqueue(PG_FUNCTION_ARGS)
@@ -233,9 +256,10 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 	text	   *queue = dl_arg_name(fcinfo, 0, "queue name");
 	text	   *dedup_key;
 	DistlockCall call;
-	Datum		values[8];
-	char		nulls[8] = "        ";
+	Datum		values[9];
+	char		nulls[9] = "         ";
 	TimestampTz now;
+	Oid			owner;
 	int64		id;
 
 	dl_arg_not_null(fcinfo, 1, "payload");
@@ -255,11 +279,14 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 	nulls[5] = dedup_key ? ' ' : 'n';
 
 	dl_enter(&call, "distlock.enqueue()", true);
+	owner = dl_arg_owner(fcinfo, 6, &call);
+	dl_queue_check(&call, owner, values[0], DL_QUEUE_ENQUEUE);
 	dl_limit_size(values[1], "payload", call.caller);
 	now = GetCurrentTimestamp();
 	values[3] = PG_ARGISNULL(2) ? TimestampTzGetDatum(now) : PG_GETARG_DATUM(2);
 	values[6] = TimestampTzGetDatum(now);
 	values[7] = ObjectIdGetDatum(call.caller);
+	values[8] = ObjectIdGetDatum(owner);
 
 	/*
 	 * On a dedup conflict, return the job we conflicted with.  Should it have
@@ -268,22 +295,25 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 	 */
 	for (;;)
 	{
-		Datum		dedup_values[2] = {values[0], values[5]};
+		Datum		dedup_values[3] = {values[0], values[5], values[8]};
 		bool		isnull;
 
 		if (dl_exec(&insert_stmt, values, nulls, 0) == 1)
 		{
 			id = dl_getint64(0, 1);
-			dl_wake_at_commit(DL_WAIT_QUEUE, dl_wait_key(values[0], false),
-							  call.caller, 1);
+			dl_wake_at_commit(DL_WAIT_QUEUE, dl_queue_key(owner, values[0]), 1);
 			break;
 		}
 		if (dl_exec(&find_dedup_stmt, dedup_values, NULL, 1) == 1)
 		{
-			/* another role's job is not ours to see: not even its id */
+			/*
+			 * Another producer's job in the queue is not ours to see: not
+			 * even its id.
+			 */
 			id = dl_getint64(0, 1);
-			if (!dl_may_act_for(&call,
-								DatumGetObjectId(dl_getattr(0, 2, &isnull))))
+			if (!dl_job_visible(&call,
+								DatumGetObjectId(dl_getattr(0, 2, &isnull)),
+								owner, values[0]))
 				ereport(ERROR,
 						(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 						 errmsg("dedup key \"%s\" of queue \"%s\" is taken by another role's job",
@@ -310,25 +340,24 @@ dl_wake_for_jobs_back(void)
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		bool		isnull;
+		Oid			owner = DatumGetObjectId(dl_getattr(i, 3, &isnull));
 
 		if (DatumGetObjectId(dl_getattr(i, 2, &isnull)) != cat->status_pending)
 			continue;
 		dl_wake_at_commit(DL_WAIT_QUEUE,
-						  dl_wait_key(dl_getattr(i, 1, &isnull), false),
-						  DatumGetObjectId(dl_getattr(i, 3, &isnull)), 1);
+						  dl_queue_key(owner, dl_getattr(i, 1, &isnull)), 1);
 	}
 }
 
 /*
- * Claim up to max_jobs due (run_at <= now) pending jobs of queue for
- * session_id, in claim order, skipping jobs of roles the caller may not
- * act for; put them, as they now are, into store and their number into
- * *claimed.  The caller holds the session's use lock and has found it live
- * at now.  Returns false, doing nothing, where the direct paths do not
- * apply.
+ * Claim up to max_jobs due (run_at <= now) pending jobs of owner's queue
+ * for session_id, in claim order; put them, as they now are, into store
+ * and their number into *claimed.  The caller may claim from the queue,
+ * holds the session's use lock and has found it live at now.  Returns
+ * false, doing nothing, where the direct paths do not apply.
  */
 static bool
-queue_claim_direct(DistlockCall *call, Datum queue, Datum session_id,
+queue_claim_direct(Oid owner, Datum queue, Datum session_id,
 				int32 max_jobs, TimestampTz now, Tuplestorestate *store,
 				uint64 *claimed)
 {
@@ -347,7 +376,7 @@ queue_claim_direct(DistlockCall *call, Datum queue, Datum session_id,
 	if (!dl_jobs_open(&jt, updated, lengthof(updated)))
 		return false;
 	idx = index_open(cat->jobs_claim_idx, RowExclusiveLock);
-	scan = dl_jobs_scan(&jt, idx, F_TEXTEQ, queue);
+	scan = dl_jobs_scan_queue(&jt, idx, owner, queue);
 
 	while (n < (uint64) max_jobs &&
 		   index_getnext_slot(scan, ForwardScanDirection, jt.old))
@@ -358,9 +387,7 @@ queue_claim_direct(DistlockCall *call, Datum queue, Datum session_id,
 		dl_jobs_new_from_old(&jt);
 		v = jt.old->tts_values;
 		if (DatumGetObjectId(v[cat->job_status - 1]) != cat->status_pending ||
-			DatumGetTimestampTz(v[cat->job_run_at - 1]) > now ||
-			!dl_may_act_for(call,
-							DatumGetObjectId(v[cat->job_created_by - 1])))
+			DatumGetTimestampTz(v[cat->job_run_at - 1]) > now)
 			continue;
 		if (!dl_jobs_lock_or_skip(&jt, scan->xs_snapshot))
 			continue;			/* held or changed by somebody else: skip */
@@ -392,13 +419,13 @@ queue_claim_direct(DistlockCall *call, Datum queue, Datum session_id,
  * Complete job_id with result (NULL: none) at now if it is running for
  * session_id, whose use lock the caller holds and which it has found live.
  * *done says whether it was; *queue, if given, is then the job's queue
- * (palloc'd).  Returns false, doing nothing, where the direct paths do not
- * apply.
+ * (palloc'd) and *owner the queue's owner.  Returns false, doing nothing,
+ * where the direct paths do not apply.
  */
 static bool
 queue_complete_direct(Datum job_id, Datum session_id, Datum result,
 				   bool result_isnull, TimestampTz now, bool *done,
-				   text **queue)
+				   text **queue, Oid *owner)
 {
 	const DistlockCatalog *cat = dl_catalog();
 	AttrNumber	updated[3] = {
@@ -438,7 +465,10 @@ queue_complete_direct(Datum job_id, Datum session_id, Datum result,
 				tm = dl_jobs_update(&jt, scan->xs_snapshot, true);
 				*done = tm == TM_Ok;
 				if (*done && queue)
+				{
 					*queue = DatumGetTextPCopy(v[cat->job_queue - 1]);
+					*owner = DatumGetObjectId(v[cat->job_queue_owner - 1]);
+				}
 			}
 		}
 		dl_jobs_scan_end(scan);
@@ -450,8 +480,9 @@ queue_complete_direct(Datum job_id, Datum session_id, Datum result,
 }
 
 /*
- * Claim up to max_jobs due jobs of queue for session_id, which the call
- * uses and found live until expires, after reaping expired sessions if
+ * Claim up to max_jobs due jobs of owner's queue, which the caller may
+ * claim from, for session_id, which the call uses and found live until
+ * expires, after reaping expired sessions if
  * reap (dl_session_use() found some), and hand them to the caller of the
  * set-returning function, in claim order.  Nothing is claimed if the
  * session has expired since (complete_and_claim() may have waited for its
@@ -461,8 +492,9 @@ queue_complete_direct(Datum job_id, Datum session_id, Datum result,
  * (tables.c); otherwise it is one statement.
  */
 static void
-queue_claim(DistlockCall *call, FunctionCallInfo fcinfo, Datum queue,
-			Datum session_id, int32 max_jobs, TimestampTz expires, bool reap)
+queue_claim(DistlockCall *call, FunctionCallInfo fcinfo, Oid owner,
+			Datum queue, Datum session_id, int32 max_jobs, TimestampTz expires,
+			bool reap)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TimestampTz now = GetCurrentTimestamp();
@@ -473,14 +505,14 @@ queue_claim(DistlockCall *call, FunctionCallInfo fcinfo, Datum queue,
 		dl_reap_expired(now, DISTLOCK_REAP_BATCH);
 	if (expires <= now)
 		return;
-	if (!queue_claim_direct(call, queue, session_id, max_jobs, now,
+	if (!queue_claim_direct(owner, queue, session_id, max_jobs, now,
 							rsinfo->setResult, &n))
 	{
 		values[0] = queue;
 		values[1] = session_id;
 		values[2] = TimestampTzGetDatum(now);
 		values[3] = Int32GetDatum(max_jobs);
-		values[4] = ObjectIdGetDatum(call->caller);
+		values[4] = ObjectIdGetDatum(owner);
 		n = dl_exec(max_jobs == 1 ? &claim_one_stmt : &claim_stmt,
 					values, NULL, 0);
 		for (uint64 i = 0; i < n; i++)
@@ -488,8 +520,7 @@ queue_claim(DistlockCall *call, FunctionCallInfo fcinfo, Datum queue,
 						  SPI_tuptable->tupdesc);
 	}
 	/* should the claim roll back, its jobs are for the queue's waiters */
-	dl_wake_at_end(DL_WAIT_QUEUE, dl_wait_key(queue, false), InvalidOid, n,
-				   true);
+	dl_wake_at_end(DL_WAIT_QUEUE, dl_queue_key(owner, queue), n, true);
 }
 
 /*
@@ -527,13 +558,14 @@ queue_put_job(ReturnSetInfo *rsinfo, HeapTuple row, TupleDesc rowdesc)
 }
 
 /*
- * claim(queue text, session_id uuid, max_jobs integer DEFAULT 1)
- *		RETURNS SETOF distlock.jobs
+ * claim(queue text, session_id uuid, max_jobs integer DEFAULT 1,
+ *		 owner regrole DEFAULT NULL) RETURNS SETOF distlock.jobs
  *
- * Move up to max_jobs (1 to DISTLOCK_MAX_CLAIM_JOBS) due pending jobs of the
- * queue to running for the session, in claim order, and return them as they
- * now are.  Never waits for another claimer.  A session that is not live
- * raises 42704 or 55000.
+ * Move up to max_jobs (1 to DISTLOCK_MAX_CLAIM_JOBS) due pending jobs of
+ * owner's (NULL: the caller's) queue to running for the session, in claim
+ * order, and return them as they now are.  Never waits for another
+ * claimer.  Claiming from another role's queue takes its claim privilege
+ * (42501); a session that is not live raises 42704 or 55000.
  */
 Datum
 distlock_claim(PG_FUNCTION_ARGS)
@@ -542,6 +574,7 @@ distlock_claim(PG_FUNCTION_ARGS)
 	DistlockCall call;
 	Datum		session_id;
 	int32		max_jobs;
+	Oid			owner;
 	TimestampTz expires;
 	bool		reap;
 
@@ -553,9 +586,11 @@ distlock_claim(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 
 	dl_enter(&call, "distlock.claim()", true);
+	owner = dl_arg_owner(fcinfo, 3, &call);
+	dl_queue_check(&call, owner, PointerGetDatum(queue), DL_QUEUE_CLAIM);
 	reap = dl_session_use(&call, session_id, &expires);
-	queue_claim(&call, fcinfo, PointerGetDatum(queue), session_id, max_jobs,
-				expires, reap);
+	queue_claim(&call, fcinfo, owner, PointerGetDatum(queue), session_id,
+				max_jobs, expires, reap);
 	dl_leave(&call);
 
 	return (Datum) 0;
@@ -564,10 +599,11 @@ distlock_claim(PG_FUNCTION_ARGS)
 /*
  * Complete the job of argument 0 with the result of argument 2 if it is
  * running for the session of argument 1, which the call uses and has found
- * live; set *queue, if given, to its queue.  Returns whether it was.
+ * live; set *queue, if given, to its queue, and *owner to the queue's
+ * owner.  Returns whether it was.
  */
 static bool
-queue_complete_job(FunctionCallInfo fcinfo, text **queue)
+queue_complete_job(FunctionCallInfo fcinfo, text **queue, Oid *owner)
 {
 	Datum		values[4];
 	char		nulls[4] = "    ";
@@ -580,7 +616,7 @@ queue_complete_job(FunctionCallInfo fcinfo, text **queue)
 	values[3] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
 	nulls[3] = PG_ARGISNULL(2) ? 'n' : ' ';
 	if (queue_complete_direct(values[0], values[1], values[3], PG_ARGISNULL(2),
-						   now, &done, queue))
+						   now, &done, queue, owner))
 		return done;
 
 	done = dl_exec(&complete_held_stmt, values, nulls, 0) == 1;
@@ -590,6 +626,7 @@ queue_complete_job(FunctionCallInfo fcinfo, text **queue)
 
 		/* the queue name lives in SPI memory that a claim would reuse */
 		*queue = DatumGetTextPCopy(dl_getattr(0, 1, &isnull));
+		*owner = DatumGetObjectId(dl_getattr(0, 2, &isnull));
 	}
 	return done;
 }
@@ -624,9 +661,9 @@ distlock_complete(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(2))
 		dl_limit_size(PG_GETARG_DATUM(2), "result", call.caller);
 	if (dl_session_acting(&call, PG_GETARG_DATUM(1)))
-		done = queue_complete_job(fcinfo, NULL);
+		done = queue_complete_job(fcinfo, NULL, NULL);
 	if (!done)
-		queue_job_check(&call, PG_GETARG_DATUM(0));
+		queue_job_check(&call, PG_GETARG_DATUM(0), false);
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(done);
@@ -723,6 +760,7 @@ distlock_complete_and_claim(PG_FUNCTION_ARGS)
 	DistlockCall call;
 	int32		max_jobs;
 	text	   *queue;
+	Oid			owner;
 	TimestampTz expires;
 	bool		reap;
 
@@ -737,9 +775,9 @@ distlock_complete_and_claim(PG_FUNCTION_ARGS)
 	if (!PG_ARGISNULL(2))
 		dl_limit_size(PG_GETARG_DATUM(2), "result", call.caller);
 	reap = dl_session_use(&call, PG_GETARG_DATUM(1), &expires);
-	if (!queue_complete_job(fcinfo, &queue))
+	if (!queue_complete_job(fcinfo, &queue, &owner))
 	{
-		queue_job_check(&call, PG_GETARG_DATUM(0));
+		queue_job_check(&call, PG_GETARG_DATUM(0), false);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("job " INT64_FORMAT " is not running for session \"%s\"",
@@ -749,8 +787,13 @@ distlock_complete_and_claim(PG_FUNCTION_ARGS)
 				 errdetail("It was completed, failed or cancelled, or handed back to the queue after its session expired or closed."),
 				 errhint("Roll back what was done for the job: its acknowledgement was refused.")));
 	}
-	queue_claim(&call, fcinfo, PointerGetDatum(queue), PG_GETARG_DATUM(1),
-				max_jobs, expires, reap);
+	/*
+	 * The claim privilege may have been revoked since the job was claimed:
+	 * the acknowledgement stands, and nothing more is claimed.
+	 */
+	if (dl_queue_allowed(&call, owner, PointerGetDatum(queue), DL_QUEUE_CLAIM))
+		queue_claim(&call, fcinfo, owner, PointerGetDatum(queue),
+					PG_GETARG_DATUM(1), max_jobs, expires, reap);
 	dl_leave(&call);
 
 	return (Datum) 0;
@@ -793,7 +836,7 @@ distlock_fail(PG_FUNCTION_ARGS)
 		dl_wake_for_jobs_back();
 	}
 	if (!done)
-		queue_job_check(&call, values[0]);
+		queue_job_check(&call, values[0], false);
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(done);
@@ -804,20 +847,23 @@ distlock_fail(PG_FUNCTION_ARGS)
  *
  * Cancel a pending or running job: true if it was, false if it had already
  * finished.  A later complete() or fail() of it returns false.  An unknown
- * job_id raises 42704.
+ * job_id raises 42704.  A job's creator that does not manage its queue
+ * cancels it only while pending (false once claimed): otherwise a
+ * producer's open transaction could hold the row a worker's
+ * acknowledgement must update.
  */
 Datum
 distlock_cancel(PG_FUNCTION_ARGS)
 {
 	DistlockCall call;
-	Datum		values[2];
+	Datum		values[3];
 	bool		done;
 
 	dl_arg_not_null(fcinfo, 0, "job_id");
 	values[0] = PG_GETARG_DATUM(0);
 
 	dl_enter(&call, "distlock.cancel()", true);
-	queue_job_check(&call, values[0]);
+	values[2] = BoolGetDatum(queue_job_check(&call, values[0], true));
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 	done = dl_exec(&cancel_stmt, values, NULL, 0) == 1;
 	dl_leave(&call);

@@ -261,6 +261,27 @@ dl_jobs_scan(JobsTable *jt, Relation index, RegProcedure eq, Datum value)
 					   BTEqualStrategyNumber, eq, value);
 }
 
+/*
+ * Begin a scan of jobs_claim_idx for the jobs of owner's queue, as
+ * dl_jobs_scan() does.
+ */
+IndexScanDesc
+dl_jobs_scan_queue(JobsTable *jt, Relation index, Oid owner, Datum queue)
+{
+	ScanKeyData keys[2];
+	IndexScanDesc scan;
+
+	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[0], F_OIDEQ,
+						   ObjectIdGetDatum(owner));
+	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   index->rd_indcollation[1], F_TEXTEQ, queue);
+	scan = dl_index_beginscan(jt->rel, index,
+							  RegisterSnapshot(GetLatestSnapshot()), 2, 0);
+	index_rescan(scan, keys, 2, NULL, 0);
+	return scan;
+}
+
 void
 dl_jobs_scan_end(IndexScanDesc scan)
 {

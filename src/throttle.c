@@ -74,7 +74,6 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/syscache.h"
 
 #include "distlock.h"
 
@@ -105,7 +104,7 @@ static DistlockStmt insert_stmt = {
 	"INSERT INTO distlock.throttles (owner, name, every, burst, permits,"
 	" refilled_at, granted_at, created_by)"
 	" VALUES ($6, $1, $2, $3, $3 - 1, $4, $4, $5)"
-	" ON CONFLICT (owner, name) DO NOTHING",
+	" ON CONFLICT (owner, name) WHERE owner <> 0::oid DO NOTHING",
 	6, {TEXTOID, INTERVALOID, INT4OID, TIMESTAMPTZOID, REGROLEOID, REGROLEOID}
 };
 
@@ -235,16 +234,11 @@ static Oid
 throttle_owner(FunctionCallInfo fcinfo, int argno, DistlockCall *call,
 			   text *name)
 {
-	Oid			owner;
+	Oid			owner = dl_arg_owner(fcinfo, argno, call);
 
-	if (PG_ARGISNULL(argno))
-		return call->caller;
-	owner = PG_GETARG_OID(argno);
-	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("role with OID %u does not exist", owner)));
-	dl_check_access(call, owner, DL_OBJECT_THROTTLE, text_to_cstring(name));
+	if (owner != call->caller)
+		dl_check_access(call, owner, DL_OBJECT_THROTTLE,
+						text_to_cstring(name));
 	return owner;
 }
 

@@ -77,10 +77,11 @@ static DistlockStmt queue_stats_stmt = {
 	" count(*) FILTER (WHERE j.status = 'failed'),"
 	" count(*) FILTER (WHERE j.status = 'cancelled'),"
 	" clock_timestamp() - min(j.run_at) FILTER (WHERE j.status = 'pending'"
-	"  AND j.run_at <= clock_timestamp())"
+	"  AND j.run_at <= clock_timestamp()),"
+	" j.queue_owner::regrole"
 	" FROM distlock.jobs j"
-	" WHERE distlock.may_act_for($1, j.created_by)"
-	" GROUP BY j.queue",
+	" WHERE " DL_JOB_VISIBLE("$1", "j")
+	" GROUP BY j.queue_owner, j.queue",
 	1, {REGROLEOID}
 };
 

@@ -54,7 +54,6 @@
 #include "access/xact.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
@@ -96,8 +95,8 @@ PG_FUNCTION_INFO_V1(distlock_acquire);
  */
 static DistlockStmt claim_stmt = {
 	"SELECT pg_catalog.jsonb_agg(j), pg_catalog.count(*)"
-	" FROM distlock.claim($1, $2, $3) AS j",
-	3, {TEXTOID, UUIDOID, INT4OID}
+	" FROM distlock.claim($1, $2, $3, $4) AS j",
+	4, {TEXTOID, UUIDOID, INT4OID, REGROLEOID}
 };
 
 static DistlockStmt complete_and_claim_stmt = {
@@ -113,17 +112,17 @@ static DistlockStmt try_acquire_stmt = {
 
 /* ... and as the extension owner (exec.c). */
 
-/* When the caller's next pending job of queue $1 becomes due after $2. */
+/* When the next pending job of $3's queue $1 becomes due after $2. */
 static DistlockStmt next_due_stmt = {
 	"SELECT min(run_at) FROM distlock.jobs"
-	" WHERE queue = $1 AND status = 'pending' AND run_at > $2"
-	" AND distlock.may_act_for($3, created_by)",
+	" WHERE queue_owner = $3 AND queue = $1 AND status = 'pending'"
+	" AND run_at > $2",
 	3, {TEXTOID, TIMESTAMPTZOID, REGROLEOID}
 };
 
-/* The queue of a job the caller has just acknowledged. */
+/* The queue of a job the caller has just acknowledged, and its owner. */
 static DistlockStmt job_queue_stmt = {
-	"SELECT queue FROM distlock.jobs WHERE id = $1",
+	"SELECT queue, queue_owner FROM distlock.jobs WHERE id = $1",
 	1, {INT8OID}
 };
 
@@ -177,24 +176,44 @@ wait_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * The hash a wait is keyed on: of a queue or lock name (as stored, perhaps
- * compressed, or not), or a session id.  Never 0.
+ * The key a wait is keyed on: 64 bits of the SHA-256 digest of prefix (of
+ * prefix_len bytes) followed by the name value (a text, as stored: perhaps
+ * compressed, or not).  Never 0.  A cryptographic digest, so that no role
+ * can choose a name of its own whose key is that of another role's lock
+ * or queue, and stand in its line or take its wake-ups.
  */
+static uint64
+wait_digest(const void *prefix, size_t prefix_len, Datum value)
+{
+	struct varlena *v = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(value));
+	size_t		len = VARSIZE_ANY_EXHDR(v);
+	uint8	   *buf = palloc(prefix_len + len);
+	uint64		key;
+
+	memcpy(buf, prefix, prefix_len);
+	memcpy(buf + prefix_len, VARDATA_ANY(v), len);
+	key = dl_sha256_key(buf, prefix_len + len);
+	pfree(buf);
+	return key == 0 ? 1 : key;
+}
+
+/* The key of a lock name (or, is_uuid, of a session id). */
 uint64
 dl_wait_key(Datum value, bool is_uuid)
 {
 	uint64		key;
 
-	if (is_uuid)
-		key = hash_bytes_extended(DatumGetUUIDP(value)->data, UUID_LEN, 0);
-	else
-	{
-		struct varlena *v = pg_detoast_datum_packed((struct varlena *) DatumGetPointer(value));
-
-		key = hash_bytes_extended((const unsigned char *) VARDATA_ANY(v),
-								  VARSIZE_ANY_EXHDR(v), 0);
-	}
+	if (!is_uuid)
+		return wait_digest(NULL, 0, value);
+	key = dl_sha256_key(DatumGetUUIDP(value)->data, UUID_LEN);
 	return key == 0 ? 1 : key;
+}
+
+/* The key of owner's queue: queues of one name but other owners differ. */
+uint64
+dl_queue_key(Oid owner, Datum queue)
+{
+	return wait_digest(&owner, sizeof(owner), queue);
 }
 
 /*
@@ -275,11 +294,11 @@ wait_commit(bool atomic)
 }
 
 /*
- * When the next of the caller's pending jobs in queue becomes due after
- * now (0 if none is pending).
+ * When the next pending job of owner's queue becomes due after now (0 if
+ * none is pending).
  */
 static TimestampTz
-wait_next_due(text *queue, TimestampTz now)
+wait_next_due(Oid owner, text *queue, TimestampTz now)
 {
 	DistlockCall call;
 	Datum		values[3];
@@ -289,7 +308,7 @@ wait_next_due(text *queue, TimestampTz now)
 	dl_enter(&call, "distlock.claim_wait()", false);
 	values[0] = PointerGetDatum(queue);
 	values[1] = TimestampTzGetDatum(now);
-	values[2] = ObjectIdGetDatum(call.caller);
+	values[2] = ObjectIdGetDatum(owner);
 	if (dl_exec(&next_due_stmt, values, NULL, 1) == 1)
 	{
 		Datum		d = dl_getattr(0, 1, &isnull);
@@ -334,9 +353,9 @@ wait_keep_session(Datum session_id, TimestampTz now)
 	return beat_at;
 }
 
-/* The queue of job_id, copied to cxt. */
+/* The queue of job_id, copied to cxt, and its owner. */
 static text *
-wait_job_queue(Datum job_id, MemoryContext cxt)
+wait_job_queue(Datum job_id, MemoryContext cxt, Oid *owner)
 {
 	DistlockCall call;
 	Datum		values[1] = {job_id};
@@ -349,6 +368,7 @@ wait_job_queue(Datum job_id, MemoryContext cxt)
 		elog(ERROR, "job " INT64_FORMAT " vanished", DatumGetInt64(job_id));
 	old = MemoryContextSwitchTo(cxt);
 	queue = DatumGetTextPCopy(dl_getattr(0, 1, &isnull));
+	*owner = DatumGetObjectId(dl_getattr(0, 2, &isnull));
 	MemoryContextSwitchTo(old);
 	dl_leave(&call);
 	return queue;
@@ -378,7 +398,7 @@ wait_result(FunctionCallInfo fcinfo, Datum value, bool isnull,
 /*
  * Claim jobs for session_id until some are claimed or the wait ends at
  * deadline; the first try is made by first (claim, or complete and claim)
- * with first_values, the later ones by claim() on queue (NULL: the queue
+ * with first_values, the later ones by claim() on owner's queue (NULL: the queue
  * of job_id, the job first acknowledged).  Returns the jobs claimed as an
  * array in cxt, or sets *isnull if none were.
  *
@@ -388,17 +408,17 @@ wait_result(FunctionCallInfo fcinfo, Datum value, bool isnull,
  * between is missed (wake.c).
  */
 static Datum
-wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
+wait_for_jobs(Oid owner, text *queue, Datum job_id, Datum session_id,
+			  int32 max_jobs,
 			  TimestampTz deadline, bool atomic, DistlockStmt *first,
 			  Datum *first_values, const char *first_nulls, bool *isnull,
 			  MemoryContext cxt)
 {
 	Datum		jobs;
-	Datum		values[3];
+	Datum		values[4];
 	DistlockStmt *stmt = first;
 	Datum	   *args = first_values;
 	const char *nulls = first_nulls;
-	DistlockCall call = {.caller = GetUserId()};
 	bool		waiting = false;
 	bool		knew_due = false;
 
@@ -407,21 +427,11 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 		TimestampTz now;
 		TimestampTz until;
 		TimestampTz looked_at;
-		Oid			role = InvalidOid;
 		bool		woken;
 		int64		n;
 
-		/*
-		 * Take the wake-up before looking: one that comes later stays.  One
-		 * for jobs this caller may not take goes on to the next waiter at
-		 * once.
-		 */
-		woken = dl_wait_take_wakeup(&role);
-		if (woken && OidIsValid(role) && !dl_may_act_for(&call, role))
-		{
-			dl_wait_pass_on(role);
-			dl_wait_looked();
-		}
+		/* take the wake-up before looking: one that comes later stays */
+		woken = dl_wait_take_wakeup();
 		looked_at = GetCurrentTimestamp();
 		jobs = wait_run(stmt, args, nulls, isnull, &n, cxt);
 		dl_wait_looked();
@@ -436,7 +446,7 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 			 * waiters as it made jobs available), but came at a due time.
 			 */
 			if (waiting && !woken && n == max_jobs)
-				dl_wait_pass_on(InvalidOid);
+				dl_wait_pass_on();
 			break;
 		}
 
@@ -448,15 +458,16 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 			 * the next waiter looks, and learns of it.
 			 */
 			if (knew_due)
-				dl_wait_pass_on(InvalidOid);
+				dl_wait_pass_on();
 			break;
 		}
 
 		if (queue == NULL)
-			queue = wait_job_queue(job_id, cxt);
+			queue = wait_job_queue(job_id, cxt, &owner);
 		values[0] = PointerGetDatum(queue);
 		values[1] = session_id;
 		values[2] = Int32GetDatum(max_jobs);
+		values[3] = ObjectIdGetDatum(owner);
 		stmt = &claim_stmt;
 		args = values;
 		nulls = NULL;
@@ -466,13 +477,13 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 			 * From now on jobs committed wake this backend: look once more,
 			 * in a transaction (and snapshot) that begins after that.
 			 */
-			dl_wait_begin(DL_WAIT_QUEUE, dl_wait_key(values[0], false));
+			dl_wait_begin(DL_WAIT_QUEUE, dl_queue_key(owner, values[0]));
 			waiting = true;
 			wait_commit(atomic);
 			continue;
 		}
 		{
-			TimestampTz due = wait_next_due(queue, looked_at);
+			TimestampTz due = wait_next_due(owner, queue, looked_at);
 
 			knew_due = due != 0;
 			until = due != 0 && due < deadline ? due : deadline;
@@ -493,9 +504,10 @@ wait_for_jobs(text *queue, Datum job_id, Datum session_id, int32 max_jobs,
 /*
  * claim_wait(queue text, session_id uuid, max_jobs integer DEFAULT 1,
  *			  wait interval DEFAULT '30 seconds',
- *			  INOUT jobs jsonb DEFAULT NULL)
+ *			  INOUT jobs jsonb DEFAULT NULL, owner regrole DEFAULT NULL)
  *
- * claim() that waits up to wait for due jobs, and returns those claimed
+ * claim() that waits up to wait for due jobs of owner's (NULL: the
+ * caller's) queue, and returns those claimed
  * as a jsonb array of objects, one column of distlock.jobs each (none: an
  * empty array).  A procedure: CALL it outside a transaction
  * block to wait.
@@ -508,7 +520,7 @@ distlock_claim_wait(PG_FUNCTION_ARGS)
 	int32		max_jobs;
 	TimestampTz deadline;
 	bool		atomic;
-	Datum		values[3];
+	Datum		values[4];
 	Datum		jobs;
 	bool		isnull;
 
@@ -520,8 +532,11 @@ distlock_claim_wait(PG_FUNCTION_ARGS)
 	values[0] = PointerGetDatum(queue);
 	values[1] = PG_GETARG_DATUM(1);
 	values[2] = Int32GetDatum(max_jobs);
-	jobs = wait_for_jobs(queue, (Datum) 0, values[1], max_jobs, deadline,
-						 atomic, &claim_stmt, values, NULL, &isnull, cxt);
+	values[3] = PG_ARGISNULL(5) ? ObjectIdGetDatum(GetUserId()) :
+		PG_GETARG_DATUM(5);
+	jobs = wait_for_jobs(DatumGetObjectId(values[3]), queue, (Datum) 0,
+						 values[1], max_jobs, deadline, atomic, &claim_stmt,
+						 values, NULL, &isnull, cxt);
 
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
@@ -564,9 +579,9 @@ distlock_complete_and_claim_wait(PG_FUNCTION_ARGS)
 		PointerGetDatum(PG_DETOAST_DATUM_COPY(PG_GETARG_DATUM(2)));
 	nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
 	values[3] = Int32GetDatum(max_jobs);
-	jobs = wait_for_jobs(NULL, values[0], values[1], max_jobs, deadline,
-						 atomic, &complete_and_claim_stmt, values, nulls,
-						 &isnull, cxt);
+	jobs = wait_for_jobs(InvalidOid, NULL, values[0], values[1], max_jobs,
+						 deadline, atomic, &complete_and_claim_stmt, values,
+						 nulls, &isnull, cxt);
 
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
@@ -652,8 +667,7 @@ wait_lease_held_by(text *name, text *owner)
 static bool
 wait_line_lock(text *name, TimestampTz deadline)
 {
-	uint64		key = hash_bytes_extended((const unsigned char *) VARDATA_ANY(name),
-										  VARSIZE_ANY_EXHDR(name), 0);
+	uint64		key = dl_wait_key(PointerGetDatum(name), false);
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	long		ms;
@@ -793,10 +807,9 @@ distlock_acquire(PG_FUNCTION_ARGS)
 	{
 		TimestampTz now;
 		TimestampTz until = deadline;
-		Oid			role;
 
 		/* take the wake-up before looking: one that comes later stays */
-		(void) dl_wait_take_wakeup(&role);
+		(void) dl_wait_take_wakeup();
 		if (dl_wait_first())
 		{
 			uint64		session_key;

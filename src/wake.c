@@ -35,9 +35,9 @@
  * A waiter takes its wake-up (clears the mark) just before it looks, and
  * does not sleep while the mark is set: the latch alone could be reset by
  * a lock or I/O wait in between.  A woken waiter that cannot use the
- * wake-up hands it on to the next oldest waiter of its key: when it leaves
- * (timeout, cancel, error, disconnect) before its look is done, and when
- * the work was another role's that it may not act for.  One that was not
+ * wake-up hands it on to the next oldest waiter of its key when it leaves
+ * (timeout, cancel, error, disconnect) before its look is done.  (Every
+ * waiter of a queue may take every job of it: grants.c.)  One that was not
  * woken (it looked at a due time) and took as many jobs as it asked for
  * wakes the next (there may be more), who hands nothing on if it finds
  * none.  A wake-up is handed only to a waiter that came later, so it never
@@ -86,7 +86,6 @@ typedef struct WaitSlot
 	uint64		key;
 	uint64		session_key;	/* lease waiters: key of the holder's session */
 	bool		woken;			/* woken, and has not looked since */
-	Oid			woken_for;		/* role of the work it was woken for */
 } WaitSlot;
 
 typedef struct WaitShared
@@ -103,7 +102,6 @@ typedef struct PendingWake
 {
 	int			kind;
 	uint64		key;
-	Oid			role;
 	int64		count;
 	int			abort_level;	/* 0: at commit; else at the abort of this
 								 * transaction nest level or an outer one */
@@ -114,7 +112,6 @@ int			dl_wait_poll_interval = 20;
 
 static WaitShared *wait_shared = NULL;
 static bool wait_taken = false;	/* a wake-up taken, its look not done */
-static Oid	wait_taken_role = InvalidOid;
 static bool wait_attach_tried = false;
 static bool wait_callbacks_registered = false;
 static List *wait_pending = NIL;	/* of PendingWake, in TopTransactionContext */
@@ -122,8 +119,8 @@ static List *wait_pending = NIL;	/* of PendingWake, in TopTransactionContext */
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
-static void wake_oldest(int kind, uint64 key, Oid dbid, Oid role,
-						int64 count, uint64 after);
+static void wake_oldest(int kind, uint64 key, Oid dbid, int64 count,
+						uint64 after);
 
 /* One slot for every PGPROC there can be. */
 static int
@@ -248,7 +245,6 @@ dl_wait_begin(DistlockWaitKind kind, uint64 key)
 	slot->key = key;
 	slot->session_key = 0;
 	slot->woken = false;
-	slot->woken_for = InvalidOid;
 	LWLockRelease(&wait_shared->lock);
 }
 
@@ -267,30 +263,26 @@ dl_wait_also(uint64 session_key)
 }
 
 /*
- * Whether this backend was woken since it last asked, and for work of which
- * role (InvalidOid: any); asking takes the wake-up.  A waiter asks just
- * before it looks for work: a wake-up that comes during or after the look
- * stays, and keeps dl_wait_sleep() from sleeping.
+ * Whether this backend was woken since it last asked; asking takes the
+ * wake-up.  A waiter asks just before it looks for work: a wake-up that
+ * comes during or after the look stays, and keeps dl_wait_sleep() from
+ * sleeping.
  */
 bool
-dl_wait_take_wakeup(Oid *role)
+dl_wait_take_wakeup(void)
 {
 	WaitSlot   *slot;
 	bool		woken;
 
-	*role = InvalidOid;
 	if (wait_shared == NULL)
 		return false;
 	slot = wait_my_slot();
 	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
 	woken = slot->ticket != 0 && slot->woken;
-	if (woken)
-		*role = slot->woken_for;
 	slot->woken = false;
 	LWLockRelease(&wait_shared->lock);
 	/* until the look is done, the wake-up is still to be handed on */
 	wait_taken = woken;
-	wait_taken_role = *role;
 	return woken;
 }
 
@@ -332,7 +324,7 @@ dl_wait_first(void)
  * it: a wake-up handed on only goes forward, so it cannot come back.
  */
 void
-dl_wait_pass_on(Oid role)
+dl_wait_pass_on(void)
 {
 	WaitSlot   *slot;
 
@@ -342,7 +334,7 @@ dl_wait_pass_on(Oid role)
 	if (slot->ticket == 0)
 		return;
 	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
-	wake_oldest(slot->kind, slot->key, slot->dbid, role, 1, slot->ticket);
+	wake_oldest(slot->kind, slot->key, slot->dbid, 1, slot->ticket);
 	LWLockRelease(&wait_shared->lock);
 }
 
@@ -377,12 +369,9 @@ dl_wait_end(void)
 	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
 	if (slot->kind == DL_WAIT_LEASE)
 		/* the next in line may be first now */
-		wake_oldest(slot->kind, slot->key, slot->dbid, InvalidOid, 1,
-					slot->ticket);
+		wake_oldest(slot->kind, slot->key, slot->dbid, 1, slot->ticket);
 	else if (slot->woken || wait_taken)
-		wake_oldest(slot->kind, slot->key, slot->dbid,
-					slot->woken ? slot->woken_for : wait_taken_role, 1,
-					slot->ticket);
+		wake_oldest(slot->kind, slot->key, slot->dbid, 1, slot->ticket);
 	slot->ticket = 0;
 	slot->woken = false;
 	wait_taken = false;
@@ -396,8 +385,7 @@ dl_wait_end(void)
  * session, the lease waiters whose holder it was.  Caller holds the lock.
  */
 static void
-wake_oldest(int kind, uint64 key, Oid dbid, Oid role, int64 count,
-			uint64 after)
+wake_oldest(int kind, uint64 key, Oid dbid, int64 count, uint64 after)
 {
 	while (count-- > 0)
 	{
@@ -415,7 +403,6 @@ wake_oldest(int kind, uint64 key, Oid dbid, Oid role, int64 count,
 					!s->woken)
 				{
 					s->woken = true;
-					s->woken_for = role;
 					SetLatch(&GetPGProcByNumber(i)->procLatch);
 				}
 				continue;
@@ -429,7 +416,6 @@ wake_oldest(int kind, uint64 key, Oid dbid, Oid role, int64 count,
 		if (best < 0 || wait_shared->slots[best].woken)
 			return;
 		wait_shared->slots[best].woken = true;
-		wait_shared->slots[best].woken_for = role;
 		SetLatch(&GetPGProcByNumber(best)->procLatch);
 		if (kind != DL_WAIT_QUEUE)
 			return;
@@ -452,8 +438,7 @@ wake_pending(bool commit, int abort_level)
 
 		if (commit ? pw->abort_level == 0 :
 			pw->abort_level != 0 && pw->abort_level >= abort_level)
-			wake_oldest(pw->kind, pw->key, MyDatabaseId, pw->role,
-						pw->count, 0);
+			wake_oldest(pw->kind, pw->key, MyDatabaseId, pw->count, 0);
 	}
 }
 
@@ -523,13 +508,13 @@ wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /*
- * Note that this transaction makes count jobs of role (InvalidOid: of any
- * role), or a lease, available under kind and key (at_abort: should it
+ * Note that this transaction makes count jobs, or a lease, available under
+ * kind and key (at_abort: should it
  * abort, as a claim's jobs are): waiters are woken once it commits (or
  * aborts).  Without the shared memory, there is nobody to wake.
  */
 void
-dl_wake_at_end(DistlockWaitKind kind, uint64 key, Oid role, int64 count,
+dl_wake_at_end(DistlockWaitKind kind, uint64 key, int64 count,
 			   bool at_abort)
 {
 	ListCell   *lc;
@@ -548,7 +533,7 @@ dl_wake_at_end(DistlockWaitKind kind, uint64 key, Oid role, int64 count,
 	foreach(lc, wait_pending)
 	{
 		pw = (PendingWake *) lfirst(lc);
-		if (pw->kind == kind && pw->key == key && pw->role == role &&
+		if (pw->kind == kind && pw->key == key &&
 			pw->abort_level == abort_level)
 		{
 			pw->count += count;
@@ -559,7 +544,6 @@ dl_wake_at_end(DistlockWaitKind kind, uint64 key, Oid role, int64 count,
 	pw = palloc(sizeof(PendingWake));
 	pw->kind = kind;
 	pw->key = key;
-	pw->role = role;
 	pw->count = count;
 	pw->abort_level = abort_level;
 	wait_pending = lappend(wait_pending, pw);

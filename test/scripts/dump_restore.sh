@@ -108,36 +108,52 @@ check "rows of the superuser's dump restored by the owner identical" \
 check "after that restore too, the next token is above every token before the dump" \
 	"$(command psql -X -At -U dbo -d odst2 -c "SELECT distlock.try_acquire('new lock', 'w') > $max_token")" t
 
-# A superuser restores a dump that names a role the target does not have:
-# that role's rows are kept, as rows of no role, for an administrator.
-psql -c "CREATE ROLE gone" -c "CREATE DATABASE msrc" -c "CREATE DATABASE mdst" >/dev/null
+# A superuser restores a dump that names roles the target does not have:
+# their rows are kept, as rows of no role, for an administrator, even
+# where two such roles had the same throttle name, dedup key or grant
+# (which, both of no role now, must not collide), and their limits do not
+# become everyone's defaults.
+psql -c "CREATE ROLE gone" -c "CREATE ROLE gone2" -c "CREATE DATABASE msrc" -c "CREATE DATABASE mdst" >/dev/null
 psql -d msrc <<'SQL' >/dev/null
 CREATE EXTENSION distlock;
-GRANT USAGE ON SCHEMA distlock TO gone;
+GRANT USAGE ON SCHEMA distlock TO gone, gone2;
 SELECT distlock.try_acquire('mine-' || i, 'me', '1 hour') FROM generate_series(1, 5) i;
-SET ROLE gone;
-SELECT distlock.try_acquire('gone-' || i, 'g', '1 hour') FROM generate_series(1, 3) i;
-SELECT distlock.session_open('1 hour', 'g');
-SELECT distlock.enqueue('gq', '{}') FROM generate_series(1, 4) i;
-SELECT distlock.throttle('gt', '1 hour');
-RESET ROLE;
 SQL
-mcounts=$(psql -At -d msrc -c "$counts")
+for r in gone gone2; do
+	psql -d msrc -v r="$r" <<'SQL' >/dev/null
+SELECT distlock.set_limit('sessions', 7, :'r');
+SET ROLE :r;
+SELECT distlock.try_acquire(:'r' || '-' || i, 'g', '1 hour') FROM generate_series(1, 3) i;
+SELECT distlock.session_open('1 hour', 'g');
+SELECT distlock.enqueue('gq', '{}') FROM generate_series(1, 3) i;
+SELECT distlock.enqueue('gq', '{}', dedup_key => 'k');
+SELECT distlock.throttle('gt', '1 hour');
+SELECT distlock.grant_queue('gq', 'claim', 'postgres');
+SQL
+done
+mcounts_sql="SELECT (SELECT count(*) FROM distlock.locks) || '/' || (SELECT count(*) FROM distlock.sessions)
+	|| '/' || (SELECT count(*) FROM distlock.jobs) || '/' || (SELECT count(*) FROM distlock.throttles)
+	|| '/' || (SELECT count(*) FROM distlock.queue_grants) || '/' || (SELECT count(*) FROM distlock.limits)"
+mcounts=$(psql -At -d msrc -c "$mcounts_sql")
 as_owner "$PG_BINDIR/pg_dump" -h "$PGHOST" -p "$PGPORT" -U postgres -Fc -f "$dir/msrc.dump" msrc
-psql -d msrc -c "REVOKE USAGE ON SCHEMA distlock FROM gone" -c "DROP ROLE gone" >/dev/null
+psql -d msrc -c "REVOKE USAGE ON SCHEMA distlock FROM gone, gone2" -c "DROP ROLE gone, gone2" >/dev/null
 as_owner "$PG_BINDIR/pg_restore" -h "$PGHOST" -p "$PGPORT" -U postgres -d mdst "$dir/msrc.dump" \
 	2>"$dir/mrestore.err" || true
-check "a restore naming a missing role keeps every row ($mcounts locks/sessions/jobs)" \
-	"$(psql -At -d mdst -c "$counts")" "$mcounts"
-check "... failing nothing but the GRANT to that role (no table's COPY)" \
+check "a restore naming missing roles keeps every row ($mcounts locks/sessions/jobs/throttles/grants/limits)" \
+	"$(psql -At -d mdst -c "$mcounts_sql")" "$mcounts"
+check "... failing nothing but the GRANT to those roles (no table's COPY)" \
 	"$(grep 'Command was:' "$dir/mrestore.err" | grep -vc 'GRANT USAGE ON SCHEMA distlock TO gone' || true)" 0
-check "the missing role's rows belong to no role" \
+check "the missing roles' rows belong to no role" \
 	"$(psql -At -d mdst -c "SELECT (SELECT count(*) FROM distlock.locks WHERE created_by = 0) || '/' ||
 		(SELECT count(*) FROM distlock.sessions WHERE created_by = 0) || '/' ||
-		(SELECT count(*) FROM distlock.jobs WHERE created_by = 0) || '/' ||
-		(SELECT count(*) FROM distlock.throttles WHERE owner = 0 AND created_by::text = '-')")" "3/1/4/1"
-check "an administrator gives them to a role" \
+		(SELECT count(*) FROM distlock.jobs WHERE created_by = 0 AND queue_owner = 0) || '/' ||
+		(SELECT count(*) FROM distlock.throttles WHERE owner = 0 AND created_by::text = '-') || '/' ||
+		(SELECT count(*) FROM distlock.queue_grants WHERE owner = 0)")" "6/2/8/2/2"
+check "... their limits limit nobody: they are not the defaults row" \
+	"$(psql -At -d mdst -c "SELECT (SELECT count(*) FROM distlock.limits WHERE role = 0) || '/' ||
+		(SELECT count(*) FROM distlock.limits WHERE role IS NULL)")" "2/0"
+check "an administrator gives them to a role, one of each name, key and grant" \
 	"$(psql -At -d mdst -c "SELECT sessions || '/' || locks || '/' || jobs || '/' || throttles
-		FROM distlock.reassign_owned('-', 'postgres')")" "1/3/4/1"
+		|| '/' || queue_grants FROM distlock.reassign_owned('-', 'postgres')")" "2/6/7/1/1"
 check "the rows of a dropped role dump as rows of no role, never as its OID" \
 	"$(psql -At -d msrc -c "SELECT string_agg(DISTINCT created_by::text, ',') FROM distlock.locks WHERE name LIKE 'gone-%'")" "-"

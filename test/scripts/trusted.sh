@@ -27,8 +27,8 @@ check "the application role uses the API" \
 				   distlock.enqueue('q', '{}') > 0")" "t|t"
 check "the extension owner administers the application role's lock" \
 	"$(as_dbo -c "SELECT distlock.renew('app-lock', 'app', '2 hours')")" t
-check "... and claims its jobs" \
-	"$(as_dbo -c "SELECT count(*) FROM distlock.claim('q', distlock.session_open())")" 1
+check "... and claims the jobs of its queue" \
+	"$(as_dbo -c "SELECT count(*) FROM distlock.claim('q', distlock.session_open(), owner => 'app')")" 1
 as_dbo -c "SELECT distlock.try_acquire('dbo-lock', 'dbo', '1 hour')" >/dev/null
 check "the application role cannot release the owner's lock (to it, another owner's)" \
 	"$(as_app -c "SELECT distlock.release('dbo-lock', 'dbo'), distlock.renew('dbo-lock', 'dbo')")" "f|f"

@@ -29,8 +29,10 @@ ALTER TABLE distlock.jobs DROP COLUMN tries_x10;
 -- would claim them
 CREATE TABLE public.jobs_child () INHERITS (distlock.jobs);
 INSERT INTO public.jobs_child (queue, payload, status, priority, run_at,
-							   attempts, max_attempts, created_at, created_by)
-VALUES ('kid', '{}', 'pending', 0, now(), 0, 1, now(), current_user::regrole);
+							   attempts, max_attempts, created_at, created_by,
+							   queue_owner)
+VALUES ('kid', '{}', 'pending', 0, now(), 0, 1, now(), current_user::regrole,
+		current_user::regrole);
 SELECT queue, status, attempts FROM distlock.claim('kid', :'f');
 SELECT status FROM public.jobs_child;
 DROP TABLE public.jobs_child;

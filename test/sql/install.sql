@@ -70,5 +70,6 @@ CREATE FUNCTION state() RETURNS text LANGUAGE sql AS $$
 	  FROM (SELECT l::text FROM distlock.locks l
 			UNION ALL SELECT s::text FROM distlock.sessions s
 			UNION ALL SELECT j::text FROM distlock.jobs j
-			UNION ALL SELECT t::text FROM distlock.throttles t) t(x)
+			UNION ALL SELECT t::text FROM distlock.throttles t
+			UNION ALL SELECT g::text FROM distlock.queue_grants g) t(x)
 $$;

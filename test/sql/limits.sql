@@ -1,5 +1,6 @@
 --
--- limits: per-role limits on sessions, throttles and stored sizes, set by
+-- limits: per-role limits on sessions, throttles, lock names and stored
+-- sizes, set by
 -- administrators, refused with 53400 (counts) and 54000 (sizes)
 --
 
@@ -18,6 +19,7 @@ SELECT attempt('distlock.set_limit(NULL, 5)');
 SELECT distlock.set_limit('sessions', 2, 'lim_app');
 SELECT distlock.set_limit('throttles', 1, 'lim_app');
 SELECT distlock.set_limit('payload', 2048, 'lim_app');
+SELECT distlock.set_limit('locks', 2, 'lim_app');
 SELECT * FROM distlock.limits ORDER BY role::text;
 
 -- sessions: the third is refused until one ends; another role is not held
@@ -47,6 +49,22 @@ SET ROLE lim_app;
 SELECT distlock.throttle('t1', '1 second', 5);
 SELECT attempt('distlock.throttle(''t2'', ''1 second'')');
 SELECT distlock.throttle('t1', '1 second', 5) AS existing_draws;
+RESET ROLE;
+
+-- lock names: a third name's first grant is refused; the names it has
+-- are granted again, released or not, and a name another role created
+-- may be taken over
+SET ROLE lim_other;
+SELECT distlock.try_acquire('other-name', 'o', '1 ms') IS NOT NULL AS other_granted;
+SET ROLE lim_app;
+SELECT distlock.try_acquire('n1', 'a', '1 hour') IS NOT NULL AS n1,
+	   distlock.try_acquire('n2', 'a', '1 hour') IS NOT NULL AS n2;
+SELECT attempt('distlock.try_acquire(''n3'', ''a'', ''1 hour'')');
+SELECT count(*) AS names FROM distlock.active_locks;
+SELECT distlock.release('n2', 'a');
+SELECT distlock.try_acquire('n2', 'a', '1 hour') IS NOT NULL AS n2_again;
+SELECT pg_sleep(0.01);
+SELECT distlock.try_acquire('other-name', 'a', '1 hour') IS NOT NULL AS taken_over;
 RESET ROLE;
 
 -- sizes: payload, result, session info and error text over the limit are

@@ -14,7 +14,7 @@ GRANT USAGE ON SCHEMA distlock TO tenant_a, tenant_b, tenant_admin, tenant_a_wor
 
 -- what the functions need and nothing more: no table privileges
 SELECT has_table_privilege('tenant_a', 'distlock.jobs', 'SELECT') AS can_read_jobs,
-	   has_function_privilege('tenant_a', 'distlock.claim(text, uuid, integer)', 'EXECUTE') AS can_claim;
+	   has_function_privilege('tenant_a', 'distlock.claim(text, uuid, integer, regrole)', 'EXECUTE') AS can_claim;
 
 -- tenant a: a session, a session-bound lock, a claimed job and a pending one
 SET ROLE tenant_a;
@@ -61,7 +61,8 @@ SELECT call, attempt(bind(call)) AS outcome FROM (VALUES
 	('distlock.fail(<ja>, <sa>)'),
 	('distlock.cancel(<ja>)'),
 	('distlock.cancel(<ja2>)'),
-	('distlock.enqueue(''shared'', ''{}'', dedup_key => ''a-key'')'),
+	('distlock.enqueue(''shared'', ''{}'', dedup_key => ''a-key'', owner => ''tenant_a'')'),
+	('distlock.enqueue(''shared'', ''{}'', owner => ''tenant_a'')'),
 	('count(*) FROM distlock.jobs'),
 	('count(*) FROM distlock.locks'),
 	('count(*) FROM distlock.sessions')
@@ -73,9 +74,11 @@ SELECT distlock.renew('a-lock', 'a-owner') AS renewed,
 	   distlock.renew('a-lock', 'b') AS renewed_b,
 	   distlock.release('a-lock', 'a-owner') AS released,
 	   distlock.release('a-lock', 'b') AS released_b;
--- b's claims skip a's pending job; to b's acknowledgement it is no job,
--- as an id that never was one: whether a's job exists is not b's to know
+-- b's queue 'shared' is b's own, without a's jobs, and b may not claim
+-- from a's; to b's acknowledgement a's job is no job, as an id that never
+-- was one: whether a's job exists is not b's to know
 SELECT count(*) AS claimed FROM distlock.claim('shared', :'sb');
+SELECT attempt(format('distlock.claim(%L, %L, owner => %L)', 'shared', :'sb', 'tenant_a')) AS claim_from_a;
 SELECT attempt(format('distlock.complete(%s, %L)', :ja2, :'sb'))
 	   = replace(attempt(format('distlock.complete(%s, %L)', 1000000, :'sb')),
 				 '1000000', :'ja2') AS same_as_no_job;
@@ -112,7 +115,8 @@ DELETE FROM distlock.locks WHERE name = 'lapse';
 -- a member of tenant_a acts for it: a worker role processing a's jobs
 SET ROLE tenant_a_worker;
 SELECT distlock.session_open('1 hour', 'a-worker') AS sw \gset
-SELECT id = :ja2 AS got_a2, payload FROM distlock.claim('shared', :'sw');
+SELECT id = :ja2 AS got_a2, payload
+  FROM distlock.claim('shared', :'sw', owner => 'tenant_a');
 SELECT distlock.complete(:ja2, :'sw');
 SELECT distlock.heartbeat(:'sa') AS heartbeat_for_a;
 RESET ROLE;

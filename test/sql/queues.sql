@@ -1,0 +1,156 @@
+--
+-- queues: a queue belongs to a role; other roles enqueue, claim and manage
+-- in it only as its owner granted (grant_queue), so no role can flood
+-- another's queue, squat on its dedup keys or take its name first
+--
+
+CREATE ROLE q_owner;
+CREATE ROLE q_producer;
+CREATE ROLE q_worker;
+CREATE ROLE q_ops;
+CREATE ROLE q_stranger;
+CREATE ROLE q_workers;			-- a group: its members claim as it does
+GRANT q_workers TO q_worker;
+GRANT USAGE ON SCHEMA distlock TO q_owner, q_producer, q_worker, q_ops,
+	q_stranger, q_workers;
+
+-- a stranger can neither put jobs in q_owner's queue (flooding) nor hold
+-- one of its dedup keys (squatting): both refused before anything is read
+SET ROLE q_stranger;
+SELECT attempt('distlock.enqueue(''orders'', ''{}'', priority => 100, owner => ''q_owner'')');
+SELECT attempt('distlock.enqueue(''orders'', ''{}'', run_at => ''294000-01-01'', dedup_key => ''order-42'', owner => ''q_owner'')');
+-- its own queue of the same name is its own: it holds nothing of q_owner's
+SELECT distlock.enqueue('orders', '{"junk": 1}', priority => 100,
+						dedup_key => 'order-42') IS NOT NULL AS own_queue;
+SELECT distlock.enqueue('orders', '{"junk": 2}', run_at => '294000-01-01',
+						priority => 100) IS NOT NULL AS own_queue;
+RESET ROLE;
+
+-- so the owner's key is free, and its claim takes its own job first
+SET ROLE q_owner;
+SELECT distlock.session_open('1 hour', 'owner') AS so \gset
+SELECT distlock.enqueue('orders', '{"n": 1}', dedup_key => 'order-42') AS j1 \gset
+SELECT payload FROM distlock.claim('orders', :'so');
+SELECT distlock.complete(:j1, :'so');
+-- nobody else may grant on the queue, and bad privileges are named
+SET ROLE q_stranger;
+SELECT attempt('distlock.grant_queue(''orders'', ''enqueue'', ''q_stranger'', owner => ''q_owner'')');
+SET ROLE q_owner;
+SELECT attempt('distlock.grant_queue(''orders'', ''read'', ''q_producer'')');
+SELECT attempt('distlock.grant_queue(''orders'', '''', ''q_producer'')');
+SELECT attempt('distlock.grant_queue(''orders'', ''enqueue'', 12345::oid::regrole)');
+SELECT attempt('distlock.enqueue(''orders'', ''{}'', owner => 12345::oid::regrole)');
+-- the owner grants: a producer enqueues, a group of workers claims, ops
+-- manage
+SELECT distlock.grant_queue('orders', 'enqueue', 'q_producer');
+SELECT distlock.grant_queue('orders', 'Claim', 'q_workers');
+SELECT distlock.grant_queue('orders', ' manage , claim ', 'q_ops');
+SELECT owner, queue, grantee, enqueue, claim, manage
+  FROM distlock.queue_grants ORDER BY grantee::text;
+SELECT r, p, distlock.has_queue_privilege(r::regrole, 'orders', p, 'q_owner')
+  FROM unnest(ARRAY['q_owner', 'q_producer', 'q_worker', 'q_ops', 'q_stranger']) r,
+	   unnest(ARRAY['enqueue', 'claim', 'manage']) p
+ ORDER BY r, p;
+RESET ROLE;
+
+-- the producer enqueues into the owner's queue; dedup keys are the
+-- queue's, shared with the owner's jobs, but another producer's job is
+-- not shown to it
+SET ROLE q_producer;
+SELECT distlock.enqueue('orders', '{"n": 2}', owner => 'q_owner') AS j2 \gset
+SELECT distlock.enqueue('orders', '{"n": 3}', dedup_key => 'p-1', owner => 'q_owner') AS j3 \gset
+SELECT distlock.enqueue('orders', '{"n": 3}', dedup_key => 'p-1', owner => 'q_owner') = :j3 AS deduplicated;
+RESET ROLE;
+SET ROLE q_owner;
+SELECT distlock.enqueue('orders', '{"n": 4}', dedup_key => 'o-1') AS j4 \gset
+RESET ROLE;
+SET ROLE q_producer;
+SELECT attempt('distlock.enqueue(''orders'', ''{}'', dedup_key => ''o-1'', owner => ''q_owner'')');
+-- the owner sees every job of its queue: its enqueue returns the
+-- producer's job that holds the key
+SET ROLE q_owner;
+SELECT distlock.enqueue('orders', '{}', dedup_key => 'p-1') = :j3 AS owner_sees_it;
+SET ROLE q_producer;
+-- but it may not claim, and its own 'orders' queue is empty
+SELECT distlock.session_open('1 hour', 'producer') AS sp \gset
+SELECT attempt(format('distlock.claim(%L, %L, owner => %L)', 'orders', :'sp', 'q_owner'));
+SELECT count(*) AS claimed FROM distlock.claim('orders', :'sp');
+SELECT distlock.session_close(:'sp');
+RESET ROLE;
+
+-- a member of the workers' group claims whoever enqueued, in claim order
+SET ROLE q_worker;
+SELECT distlock.session_open('1 hour', 'worker') AS sw \gset
+SELECT payload, created_by, queue_owner
+  FROM distlock.claim('orders', :'sw', 2, owner => 'q_owner');
+-- the producer cancels its own jobs while pending, not once claimed (a
+-- producer's open transaction must not hold up the worker's acknowledgement)
+SET ROLE q_producer;
+SELECT distlock.enqueue('orders', '{"n": 9}', owner => 'q_owner') AS j9 \gset
+SELECT distlock.cancel(:j9) AS cancelled_pending;
+SELECT distlock.cancel(:j3) AS cancelled_running;
+RESET ROLE;
+SELECT status FROM distlock.jobs WHERE id = :j3;
+SET ROLE q_worker;
+-- it sees those jobs: an acknowledgement that changes nothing is false
+SELECT distlock.complete(:j2, :'sw') AS first, distlock.complete(:j2, :'sw') AS again;
+-- complete_and_claim stays in the owner's queue
+SELECT payload FROM distlock.complete_and_claim(:j3, :'sw');
+-- and may not cancel another role's job in it (not a manager)
+SELECT attempt(format('distlock.cancel(%s)', :j4));
+SELECT attempt(format('distlock.cancel_jobs(%L, %L)', 'orders', 'q_owner'));
+SELECT queue, queue_owner, pending, running, completed FROM distlock.queue_stats;
+RESET ROLE;
+
+-- revoked, the worker's next claim is refused and its complete_and_claim
+-- acknowledges and claims nothing; its acknowledgements still count
+SET ROLE q_owner;
+SELECT distlock.revoke_queue('orders', 'claim', 'q_workers');
+SELECT count(*) AS grants_left FROM distlock.queue_grants WHERE grantee = 'q_workers'::regrole;
+SELECT distlock.enqueue('orders', '{"n": 5}') AS j5 \gset
+RESET ROLE;
+SET ROLE q_worker;
+SELECT attempt(format('distlock.claim(%L, %L, owner => %L)', 'orders', :'sw', 'q_owner'));
+SELECT count(*) AS claimed FROM distlock.complete_and_claim(:j4, :'sw');
+SELECT status FROM distlock.claim('orders', :'sw');
+SELECT distlock.session_close(:'sw');
+RESET ROLE;
+SELECT status FROM distlock.jobs WHERE id = :j4;
+
+-- ops manage: cancel one job, then every unfinished job of the queue
+SET ROLE q_ops;
+SELECT attempt('distlock.enqueue(''orders'', ''{}'', owner => ''q_owner'')');
+SELECT distlock.cancel(:j5) AS cancelled;
+SET ROLE q_owner;
+SELECT count(distlock.enqueue('orders', '{}')) FROM generate_series(1, 3);
+SET ROLE q_ops;
+SELECT distlock.cancel_jobs('orders', 'q_owner') AS cancelled;
+SELECT distlock.cancel_jobs('orders', 'q_owner') AS cancelled_again;
+SELECT queue, queue_owner, pending, running, completed, cancelled
+  FROM distlock.queue_stats ORDER BY queue_owner::text;
+SET ROLE q_stranger;
+SELECT attempt('distlock.cancel_jobs(''orders'', ''q_owner'')');
+-- a stranger sees only its own queue, and none of q_owner's jobs
+SELECT queue, queue_owner, pending FROM distlock.queue_stats;
+SELECT replace(attempt(format('distlock.cancel(%s)', :j5)), :'j5', '<j5>');
+RESET ROLE;
+
+-- drop_owned(q_owner) deletes its queue's jobs, whoever enqueued them, and
+-- the grants it gave
+SELECT * FROM distlock.drop_owned('q_owner');
+SELECT count(*) AS jobs_left FROM distlock.jobs WHERE queue_owner = 'q_owner'::regrole;
+SELECT count(*) AS grants_left FROM distlock.queue_grants;
+
+-- reassign_owned moves a queue with its jobs and grants
+SET ROLE q_stranger;
+SELECT distlock.grant_queue('orders', 'claim', 'q_workers');
+RESET ROLE;
+SELECT * FROM distlock.reassign_owned('q_stranger', 'q_owner');
+SELECT queue, queue_owner, created_by, count(*) FROM distlock.jobs
+ WHERE queue = 'orders' GROUP BY 1, 2, 3;
+SELECT owner, queue, grantee FROM distlock.queue_grants;
+SELECT * FROM distlock.drop_owned('q_owner');
+
+REVOKE USAGE ON SCHEMA distlock FROM q_owner, q_producer, q_worker, q_ops,
+	q_stranger, q_workers;
+DROP ROLE q_owner, q_producer, q_worker, q_ops, q_stranger, q_workers;
