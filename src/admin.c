@@ -248,8 +248,8 @@ distlock_drop_owned(PG_FUNCTION_ARGS)
 	{
 		bool		isnull;
 
-		dl_wake_at_commit(DL_WAIT_LEASE,
-						  dl_wait_key(dl_getattr(i, 1, &isnull), false), 1);
+		dl_wake_at_commit(DL_WAIT_LEASE, InvalidOid,
+						  dl_getattr(i, 1, &isnull), 1);
 	}
 	counts[2] = dl_exec(&drop_stmts[1], values, NULL, 0);
 	counts[3] = dl_exec(&drop_stmts[2], values, NULL, 0);

@@ -376,10 +376,10 @@ extern bool dl_wait_first(void);
 extern void dl_wait_pass_on(void);
 extern void dl_wait_end(void);
 extern void dl_wait_sleep(TimestampTz until);
-extern void dl_wake_at_end(DistlockWaitKind kind, uint64 key, int64 count,
-						   bool at_abort);
-#define dl_wake_at_commit(kind, key, count) \
-	dl_wake_at_end((kind), (key), (count), false)
+extern void dl_wake_at_end(DistlockWaitKind kind, Oid owner, Datum name,
+						   int64 count, bool at_abort);
+#define dl_wake_at_commit(kind, owner, name, count) \
+	dl_wake_at_end((kind), (owner), (name), (count), false)
 
 /* queue.c: what a statement giving jobs back to pending returns */
 #define DL_JOBS_BACK_RETURNING	"queue, status, queue_owner"
@@ -396,7 +396,6 @@ extern void dl_worker_preload(void);
 extern bool dl_maintenance_serves(const char *dbname);
 
 /* wait.c */
-extern uint64 dl_wait_key(Datum value, bool is_uuid);
-extern uint64 dl_queue_key(Oid owner, Datum queue);
+extern uint64 dl_wait_key_of(DistlockWaitKind kind, Oid owner, Datum name);
 
 #endif							/* DISTLOCK_H */

@@ -504,8 +504,7 @@ distlock_release(PG_FUNCTION_ARGS)
 		values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
 		dl_exec(&release_stmt, values, NULL, 0);
 		/* the first waiter in the lock's line may take it once we commit */
-		dl_wake_at_commit(DL_WAIT_LEASE,
-						  dl_wait_key(PointerGetDatum(name), false), 1);
+		dl_wake_at_commit(DL_WAIT_LEASE, InvalidOid, PointerGetDatum(name), 1);
 	}
 	dl_leave(&call);
 

@@ -301,7 +301,7 @@ distlock_enqueue(PG_FUNCTION_ARGS)
 		if (dl_exec(&insert_stmt, values, nulls, 0) == 1)
 		{
 			id = dl_getint64(0, 1);
-			dl_wake_at_commit(DL_WAIT_QUEUE, dl_queue_key(owner, values[0]), 1);
+			dl_wake_at_commit(DL_WAIT_QUEUE, owner, values[0], 1);
 			break;
 		}
 		if (dl_exec(&find_dedup_stmt, dedup_values, NULL, 1) == 1)
@@ -344,8 +344,7 @@ dl_wake_for_jobs_back(void)
 
 		if (DatumGetObjectId(dl_getattr(i, 2, &isnull)) != cat->status_pending)
 			continue;
-		dl_wake_at_commit(DL_WAIT_QUEUE,
-						  dl_queue_key(owner, dl_getattr(i, 1, &isnull)), 1);
+		dl_wake_at_commit(DL_WAIT_QUEUE, owner, dl_getattr(i, 1, &isnull), 1);
 	}
 }
 
@@ -520,7 +519,7 @@ queue_claim(DistlockCall *call, FunctionCallInfo fcinfo, Oid owner,
 						  SPI_tuptable->tupdesc);
 	}
 	/* should the claim roll back, its jobs are for the queue's waiters */
-	dl_wake_at_end(DL_WAIT_QUEUE, dl_queue_key(owner, queue), n, true);
+	dl_wake_at_end(DL_WAIT_QUEUE, owner, queue, n, true);
 }
 
 /*

@@ -606,7 +606,7 @@ session_end(Datum session_id, TimestampTz now, const char *why, bool wait)
 	}
 	dl_exec(&delete_stmt, values, NULL, 0);
 	/* its leases are free: their first waiters may take them */
-	dl_wake_at_commit(DL_WAIT_SESSION, dl_wait_key(session_id, true), 1);
+	dl_wake_at_commit(DL_WAIT_SESSION, InvalidOid, session_id, 1);
 	return true;
 }
 

@@ -198,8 +198,8 @@ wait_digest(const void *prefix, size_t prefix_len, Datum value)
 }
 
 /* The key of a lock name (or, is_uuid, of a session id). */
-uint64
-dl_wait_key(Datum value, bool is_uuid)
+static uint64
+wait_key(Datum value, bool is_uuid)
 {
 	uint64		key;
 
@@ -210,10 +210,22 @@ dl_wait_key(Datum value, bool is_uuid)
 }
 
 /* The key of owner's queue: queues of one name but other owners differ. */
-uint64
-dl_queue_key(Oid owner, Datum queue)
+static uint64
+wait_queue_key(Oid owner, Datum queue)
 {
 	return wait_digest(&owner, sizeof(owner), queue);
+}
+
+/*
+ * The key of what a wait of kind is for: owner's queue name, a lock name,
+ * or a session id (name).
+ */
+uint64
+dl_wait_key_of(DistlockWaitKind kind, Oid owner, Datum name)
+{
+	if (kind == DL_WAIT_QUEUE)
+		return wait_queue_key(owner, name);
+	return wait_key(name, kind == DL_WAIT_SESSION);
 }
 
 /*
@@ -477,7 +489,7 @@ wait_for_jobs(Oid owner, text *queue, Datum job_id, Datum session_id,
 			 * From now on jobs committed wake this backend: look once more,
 			 * in a transaction (and snapshot) that begins after that.
 			 */
-			dl_wait_begin(DL_WAIT_QUEUE, dl_queue_key(owner, values[0]));
+			dl_wait_begin(DL_WAIT_QUEUE, wait_queue_key(owner, values[0]));
 			waiting = true;
 			wait_commit(atomic);
 			continue;
@@ -620,7 +632,7 @@ wait_lease_free_at(text *name, uint64 *session_key)
 		if (!released && !no_session)
 		{
 			/* the lease ends with its session, whichever ends first */
-			*session_key = dl_wait_key(session, true);
+			*session_key = wait_key(session, true);
 			d = dl_getattr(0, 5, &isnull);
 			if (isnull)
 				at = 0;
@@ -667,7 +679,7 @@ wait_lease_held_by(text *name, text *owner)
 static bool
 wait_line_lock(text *name, TimestampTz deadline)
 {
-	uint64		key = dl_wait_key(PointerGetDatum(name), false);
+	uint64		key = wait_key(PointerGetDatum(name), false);
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	long		ms;
@@ -731,7 +743,7 @@ wait_line_join(text *name, Datum session_id, bool has_session,
 {
 	if (dl_wake_available())
 	{
-		dl_wait_begin(DL_WAIT_LEASE, dl_wait_key(PointerGetDatum(name), false));
+		dl_wait_begin(DL_WAIT_LEASE, wait_key(PointerGetDatum(name), false));
 		return true;
 	}
 	for (;;)

@@ -508,22 +508,25 @@ wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /*
- * Note that this transaction makes count jobs, or a lease, available under
- * kind and key (at_abort: should it
- * abort, as a claim's jobs are): waiters are woken once it commits (or
- * aborts).  Without the shared memory, there is nobody to wake.
+ * Note that this transaction makes count jobs of owner's queue name, a
+ * lease of lock name, or the leases of session name available (kind;
+ * at_abort: should it abort, as a claim's jobs are): waiters are woken
+ * once it commits (or aborts).  Without the shared memory there is nobody
+ * to wake, and the key (a digest) is not even computed.
  */
 void
-dl_wake_at_end(DistlockWaitKind kind, uint64 key, int64 count,
+dl_wake_at_end(DistlockWaitKind kind, Oid owner, Datum name, int64 count,
 			   bool at_abort)
 {
 	ListCell   *lc;
 	PendingWake *pw;
 	MemoryContext old;
 	int			abort_level = at_abort ? GetCurrentTransactionNestLevel() : 0;
+	uint64		key;
 
 	if (count <= 0 || !dl_wake_available())
 		return;
+	key = dl_wait_key_of(kind, owner, name);
 	if (!wait_callbacks_registered)
 	{
 		RegisterXactCallback(wake_xact_callback, NULL);
