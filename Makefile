@@ -83,6 +83,7 @@ ISOLATION = \
 	limit_count \
 	admin_skips_held \
 	queue_revoke \
+	producer_cleanup \
 	token_rebase
 
 REGRESS_OPTS = --inputdir=test

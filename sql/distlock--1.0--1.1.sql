@@ -204,8 +204,8 @@ COMMENT ON FUNCTION distlock.drop_owned(regrole) IS
 -- Per-role limits (src/limits.c).  A row per role with a limit of its
 -- own, and the row without a role (NULL) with the defaults for every role; a
 -- value not set (NULL) in either is the built-in default (1000 sessions,
--- 10000 throttles, 10000 lock names, 1 MB per payload, result, session
--- info or error text).
+-- 10000 throttles, 100000 lock names, 10000 queue grants, 1 MB per
+-- payload, result, session info or error text).
 -- Set with set_limit(), by administrators; readable by everyone.
 --
 --	role			the role, or NULL for the defaults ('-', a role missing
@@ -213,6 +213,7 @@ COMMENT ON FUNCTION distlock.drop_owned(regrole) IS
 --	max_sessions	sessions it may have open at once
 --	max_throttles	throttles it may own
 --	max_locks		lock names (rows of distlock.locks) it may have
+--	max_grants		queue grants it may give
 --	max_payload		bytes of one payload, result, info or error text
 --
 CREATE TABLE distlock.limits
@@ -221,7 +222,8 @@ CREATE TABLE distlock.limits
 	max_sessions integer CHECK (max_sessions OPERATOR(pg_catalog.>=) 0),
 	max_throttles integer CHECK (max_throttles OPERATOR(pg_catalog.>=) 0),
 	max_payload integer CHECK (max_payload OPERATOR(pg_catalog.>=) 1024),
-	max_locks	integer CHECK (max_locks OPERATOR(pg_catalog.>=) 0)
+	max_locks	integer CHECK (max_locks OPERATOR(pg_catalog.>=) 0),
+	max_grants	integer CHECK (max_grants OPERATOR(pg_catalog.>=) 0)
 );
 -- one row per role (of rows without one, any number: see role_ref below),
 -- one row of defaults
@@ -244,7 +246,7 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'distlock_set_limit'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 COMMENT ON FUNCTION distlock.set_limit(text, integer, regrole) IS
-	'set a per-role limit (sessions, throttles, locks, payload bytes) of role, or the default of every role; NULL clears it; administrators only';
+	'set a per-role limit (sessions, throttles, locks, grants, payload bytes) of role, or the default of every role; NULL clears it; administrators only';
 
 --
 -- The views read functions that run their queries as the schema owner with
@@ -346,6 +348,11 @@ ALTER TABLE distlock.throttles DROP CONSTRAINT throttles_pkey;
 CREATE UNIQUE INDEX throttles_owner_name_idx ON distlock.throttles
 	(owner, name) WHERE owner OPERATOR(pg_catalog.<>) 0::pg_catalog.oid;
 
+-- Without a primary key, logical replication of these tables (a
+-- publication FOR ALL TABLES, say) identifies a changed row by all of it.
+ALTER TABLE distlock.throttles REPLICA IDENTITY FULL;
+ALTER TABLE distlock.limits REPLICA IDENTITY FULL;
+
 --
 -- Queues belong to a role (src/grants.c).  A queue is the pair (owner,
 -- name): a role's enqueue('emails') and claim('emails') name its own
@@ -400,6 +407,7 @@ CREATE UNIQUE INDEX queue_grants_idx ON distlock.queue_grants
 	WHERE owner OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
 	  AND grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid;
 CREATE INDEX queue_grants_grantee_idx ON distlock.queue_grants (grantee);
+ALTER TABLE distlock.queue_grants REPLICA IDENTITY FULL;
 SELECT pg_catalog.pg_extension_config_dump('distlock.queue_grants', '');
 REVOKE ALL ON distlock.queue_grants FROM PUBLIC;
 GRANT SELECT ON distlock.queue_grants TO PUBLIC;

@@ -53,21 +53,30 @@ PG_FUNCTION_INFO_V1(distlock_drop_owned);
 
 #define ADMIN_KINDS 5			/* sessions, locks, jobs, throttles, grants */
 
+/*
+ * A running job is held by its worker, whose acknowledgement must update
+ * it: only a role that may act for the job's queue may lock it (the queue's
+ * owner, or an administrator), so that no producer cleaning up its own rows
+ * in an open transaction holds up another role's worker.  $3 is the caller.
+ */
+#define ADMIN_JOB_MAY_LOCK \
+	"(status <> 'running' OR distlock.may_act_for($3, queue_owner))"
+
 static DistlockStmt reassign_stmts[ADMIN_KINDS] = {
 	{"UPDATE distlock.sessions SET created_by = $2 WHERE id IN"
 		" (SELECT id FROM distlock.sessions WHERE created_by = $1"
 		" FOR UPDATE SKIP LOCKED)",
-	2, {REGROLEOID, REGROLEOID}},
+	3, {REGROLEOID, REGROLEOID, REGROLEOID}},
 	{"UPDATE distlock.locks SET created_by = $2 WHERE name IN"
 		" (SELECT name FROM distlock.locks WHERE created_by = $1"
 		" FOR UPDATE SKIP LOCKED)",
-	2, {REGROLEOID, REGROLEOID}},
+	3, {REGROLEOID, REGROLEOID, REGROLEOID}},
 	/*
 	 * The role's jobs and the jobs of its queues.  A job whose dedup key
 	 * the receiving role's queue of that name holds already is left, and
-	 * so is all but the first of jobs with one key (rows of no role, '-',
-	 * restored from several missing roles, may share one).  The pending
-	 * ones wake the new queue's waiters.
+	 * so is all but the first of jobs with one key in a queue of no role
+	 * ('-': rows restored from several missing roles may share one).  The
+	 * pending ones wake the new queue's waiters.
 	 */
 	{"UPDATE distlock.jobs SET"
 		" created_by = CASE WHEN created_by = $1 THEN $2::oid"
@@ -76,31 +85,67 @@ static DistlockStmt reassign_stmts[ADMIN_KINDS] = {
 		"  ELSE queue_owner::oid END"
 		" WHERE id IN (SELECT id FROM distlock.jobs j"
 		"  WHERE (created_by = $1 OR queue_owner = $1)"
+		"  AND " ADMIN_JOB_MAY_LOCK
 		"  AND NOT (queue_owner = $1 AND dedup_key IS NOT NULL"
-		"   AND status <= 'running' AND EXISTS (SELECT 1 FROM distlock.jobs n"
-		"    WHERE n.queue_owner IN ($1, $2) AND n.queue = j.queue"
-		"    AND n.dedup_key = j.dedup_key AND n.status <= 'running'"
-		"    AND (n.queue_owner = $2 OR n.id < j.id)))"
+		"   AND status <= 'running'"
+		"   AND (EXISTS (SELECT 1 FROM distlock.jobs n"
+		"     WHERE n.queue_owner = $2 AND n.queue = j.queue"
+		"     AND n.dedup_key = j.dedup_key AND n.status <= 'running'"
+		"     AND n.queue_owner <> 0::oid)"
+		"    OR (j.queue_owner = 0::oid AND EXISTS (SELECT 1"
+		"     FROM distlock.jobs o WHERE o.queue_owner = 0::oid"
+		"     AND o.queue = j.queue AND o.dedup_key = j.dedup_key"
+		"     AND o.status <= 'running' AND o.id < j.id))))"
 		"  FOR UPDATE SKIP LOCKED)"
 		" RETURNING " DL_JOBS_BACK_RETURNING,
-	2, {REGROLEOID, REGROLEOID}},
+	3, {REGROLEOID, REGROLEOID, REGROLEOID}},
 	/* a throttle whose name the receiving role has already is left */
 	{"UPDATE distlock.throttles SET owner = $2 WHERE ctid IN"
 		" (SELECT ctid FROM distlock.throttles t WHERE owner = $1"
-		" AND NOT EXISTS (SELECT 1 FROM distlock.throttles n"
-		"  WHERE n.owner IN ($1, $2) AND n.name = t.name"
-		"  AND (n.owner = $2 OR n.ctid < t.ctid))"
-		" FOR UPDATE SKIP LOCKED)",
-	2, {REGROLEOID, REGROLEOID}},
+		"  AND NOT EXISTS (SELECT 1 FROM distlock.throttles n"
+		"   WHERE n.owner = $2 AND n.name = t.name AND n.owner <> 0::oid)"
+		"  AND NOT (t.owner = 0::oid AND EXISTS (SELECT 1"
+		"   FROM distlock.throttles o WHERE o.owner = 0::oid"
+		"   AND o.name = t.name AND o.ctid < t.ctid))"
+		"  FOR UPDATE SKIP LOCKED)",
+	3, {REGROLEOID, REGROLEOID, REGROLEOID}},
 	/*
-	 * Grants the role gave (those it received are not its to give on, as
-	 * REASSIGN OWNED leaves privileges); one the receiving role has is left.
+	 * The grants the role gave (those it received are not its to give on,
+	 * as REASSIGN OWNED leaves privileges) that the receiving role has no
+	 * grant to the same grantee like: grants_merge_stmts took those.
 	 */
 	{"UPDATE distlock.queue_grants SET owner = $2 WHERE ctid IN"
 		" (SELECT ctid FROM distlock.queue_grants t WHERE owner = $1"
 		"  AND NOT EXISTS (SELECT 1 FROM distlock.queue_grants n"
-		"   WHERE n.owner IN ($1, $2) AND n.queue = t.queue"
-		"   AND n.grantee = t.grantee AND (n.owner = $2 OR n.ctid < t.ctid))"
+		"   WHERE n.owner = $2 AND n.queue = t.queue"
+		"   AND n.grantee = t.grantee AND " DL_GRANT_OF_ROLES("n") ")"
+		"  AND NOT (t.owner = 0::oid AND EXISTS (SELECT 1"
+		"   FROM distlock.queue_grants o WHERE o.owner = 0::oid"
+		"   AND o.queue = t.queue AND o.grantee = t.grantee"
+		"   AND o.ctid < t.ctid))"
+		"  FOR UPDATE SKIP LOCKED)",
+	3, {REGROLEOID, REGROLEOID, REGROLEOID}},
+};
+
+/*
+ * reassign_owned(): a grant of the old role to a grantee that the receiving
+ * role has granted something too is merged into the receiving role's
+ * (privileges OR'ed), then deleted, so that no privilege is lost.
+ */
+static DistlockStmt grants_merge_stmts[2] = {
+	{"UPDATE distlock.queue_grants n SET enqueue = n.enqueue OR o.e,"
+		" claim = n.claim OR o.c, manage = n.manage OR o.m"
+		" FROM (SELECT queue, grantee, bool_or(enqueue) e, bool_or(claim) c,"
+		"  bool_or(manage) m FROM distlock.queue_grants WHERE owner = $1"
+		"  GROUP BY queue, grantee) o"
+		" WHERE n.owner = $2 AND n.queue = o.queue AND n.grantee = o.grantee"
+		" AND " DL_GRANT_OF_ROLES("n"),
+	2, {REGROLEOID, REGROLEOID}},
+	{"DELETE FROM distlock.queue_grants WHERE ctid IN"
+		" (SELECT ctid FROM distlock.queue_grants t WHERE owner = $1"
+		"  AND EXISTS (SELECT 1 FROM distlock.queue_grants n"
+		"   WHERE n.owner = $2 AND n.queue = t.queue"
+		"   AND n.grantee = t.grantee AND " DL_GRANT_OF_ROLES("n") ")"
 		"  FOR UPDATE SKIP LOCKED)",
 	2, {REGROLEOID, REGROLEOID}},
 };
@@ -110,23 +155,38 @@ static DistlockStmt sessions_of_stmt = {
 	1, {REGROLEOID}
 };
 
+/* drop_owned(): $1 the role, $2 the caller. */
 static DistlockStmt drop_stmts[ADMIN_KINDS - 1] = {
 	{"DELETE FROM distlock.locks WHERE name IN"
 		" (SELECT name FROM distlock.locks WHERE created_by = $1"
 		" FOR UPDATE SKIP LOCKED) RETURNING name",
-	1, {REGROLEOID}},
+	2, {REGROLEOID, REGROLEOID}},
 	{"DELETE FROM distlock.jobs WHERE id IN"
-		" (SELECT id FROM distlock.jobs WHERE created_by = $1"
-		"  OR queue_owner = $1 FOR UPDATE SKIP LOCKED)",
-	1, {REGROLEOID}},
-	{"DELETE FROM distlock.throttles WHERE (owner, name) IN"
-		" (SELECT owner, name FROM distlock.throttles WHERE owner = $1"
+		" (SELECT id FROM distlock.jobs WHERE (created_by = $1"
+		"  OR queue_owner = $1)"
+		"  AND (status <> 'running' OR distlock.may_act_for($2, queue_owner))"
+		"  FOR UPDATE SKIP LOCKED)",
+	2, {REGROLEOID, REGROLEOID}},
+	{"DELETE FROM distlock.throttles WHERE ctid IN"
+		" (SELECT ctid FROM distlock.throttles WHERE owner = $1"
 		" FOR UPDATE SKIP LOCKED)",
-	1, {REGROLEOID}},
-	{"DELETE FROM distlock.queue_grants WHERE (owner, queue, grantee) IN"
-		" (SELECT owner, queue, grantee FROM distlock.queue_grants"
-		"  WHERE owner = $1 OR grantee = $1 FOR UPDATE SKIP LOCKED)",
-	1, {REGROLEOID}},
+	2, {REGROLEOID, REGROLEOID}},
+	/*
+	 * The grants the role gave, and those it received from owners the
+	 * caller may act for: another owner's grant row is that owner's to
+	 * lock (its revoke_queue() must not wait for the grantee).
+	 */
+	{"DELETE FROM distlock.queue_grants WHERE ctid IN"
+		" (SELECT ctid FROM distlock.queue_grants WHERE owner = $1"
+		"  OR (grantee = $1 AND distlock.may_act_for($2, owner))"
+		"  FOR UPDATE SKIP LOCKED)",
+	2, {REGROLEOID, REGROLEOID}},
+};
+
+/* An administrator's drop_owned() also removes the role's limits. */
+static DistlockStmt drop_limits_stmt = {
+	"DELETE FROM distlock.limits WHERE role = $1",
+	1, {REGROLEOID}
 };
 
 /*
@@ -169,16 +229,18 @@ admin_result(FunctionCallInfo fcinfo, int64 *counts)
  *
  * Give old_role's sessions, lock grants, jobs, queues (their jobs), throttles
  * and the queue grants it gave to new_role; returns how many of each.
- * Rows another transaction holds, and throttles, dedup keys and grants
- * new_role already has, are left to old_role.  Grants old_role received
- * stay (drop_owned() removes them).
+ * Rows another transaction holds, and throttles and dedup keys new_role
+ * already has, are left to old_role; a grant to a grantee new_role has
+ * granted to as well is merged into new_role's.  Grants old_role received
+ * stay (drop_owned() removes them), and so do running jobs of queues the
+ * caller may not act for.
  */
 Datum
 distlock_reassign_owned(PG_FUNCTION_ARGS)
 {
 	DistlockCall call;
-	Datum		values[2];
-	int64		counts[ADMIN_KINDS];
+	Datum		values[3];
+	int64		counts[ADMIN_KINDS] = {0, 0, 0, 0, 0};
 
 	dl_arg_not_null(fcinfo, 0, "old_role");
 	dl_arg_not_null(fcinfo, 1, "new_role");
@@ -193,9 +255,16 @@ distlock_reassign_owned(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("role with OID %u does not exist",
 						DatumGetObjectId(values[1]))));
-	for (int i = 0; i < ADMIN_KINDS; i++)
+	values[2] = ObjectIdGetDatum(call.caller);
+	/* to itself: nothing to do, and nothing to lock */
+	for (int i = 0; i < ADMIN_KINDS && values[0] != values[1]; i++)
 	{
-		counts[i] = dl_exec(&reassign_stmts[i], values, NULL, 0);
+		if (i == ADMIN_KINDS - 1)
+		{
+			dl_exec(&grants_merge_stmts[0], values, NULL, 0);
+			counts[i] = dl_exec(&grants_merge_stmts[1], values, NULL, 0);
+		}
+		counts[i] += dl_exec(&reassign_stmts[i], values, NULL, 0);
 		if (i == 2)
 			dl_wake_for_jobs_back();
 	}
@@ -211,14 +280,16 @@ distlock_reassign_owned(PG_FUNCTION_ARGS)
  *
  * End role's sessions and delete its lock rows, jobs, the jobs of its
  * queues (whoever enqueued them, as DROP OWNED drops a table with its
- * rows), throttles and queue grants (given and received); returns how many
- * of each.  What another transaction holds is left.
+ * rows), throttles and queue grants (given, and received from owners the
+ * caller may act for); an administrator's call also deletes its limits.
+ * Returns how many of each.  What another transaction holds is left, and
+ * so are running jobs of queues the caller may not act for.
  */
 Datum
 distlock_drop_owned(PG_FUNCTION_ARGS)
 {
 	DistlockCall call;
-	Datum		values[1];
+	Datum		values[2];
 	int64		counts[ADMIN_KINDS] = {0, 0, 0, 0, 0};
 	uint64		n;
 	Datum	   *ids;
@@ -228,6 +299,7 @@ distlock_drop_owned(PG_FUNCTION_ARGS)
 
 	dl_enter(&call, "distlock.drop_owned()", true);
 	admin_check_role(&call, DatumGetObjectId(values[0]));
+	values[1] = ObjectIdGetDatum(call.caller);
 
 	/* copy the ids out: ending a session runs statements of its own */
 	n = dl_exec(&sessions_of_stmt, values, NULL, 0);
@@ -254,6 +326,9 @@ distlock_drop_owned(PG_FUNCTION_ARGS)
 	counts[2] = dl_exec(&drop_stmts[1], values, NULL, 0);
 	counts[3] = dl_exec(&drop_stmts[2], values, NULL, 0);
 	counts[4] = dl_exec(&drop_stmts[3], values, NULL, 0);
+	/* a role clearing out its own rows does not clear its limits */
+	if (dl_is_admin(&call))
+		dl_exec(&drop_limits_stmt, values, NULL, 0);
 	dl_leave(&call);
 
 	PG_RETURN_DATUM(admin_result(fcinfo, counts));

@@ -61,6 +61,7 @@ catalog_relcache_callback(Datum arg, Oid relid)
 		relid == catalog.sessions_pkey ||
 		relid == catalog.sessions_expires_at_idx ||
 		relid == catalog.locks ||
+		relid == catalog.locks_created_by_idx ||
 		relid == catalog.token_seq)
 		catalog_invalidate();
 }
@@ -141,6 +142,8 @@ catalog_fill(DistlockCatalog *c)
 	c->sessions_expires_at_idx = catalog_relation(c->schema,
 												  "sessions_expires_at_idx");
 	c->locks = catalog_relation(c->schema, "locks");
+	c->locks_created_by_idx = catalog_relation(c->schema,
+											   "locks_created_by_idx");
 	c->token_seq = catalog_relation(c->schema, "token_seq");
 
 	c->job_queue = catalog_column(c->jobs, "queue");

@@ -171,6 +171,7 @@ typedef struct DistlockCatalog
 	Oid			sessions_pkey;
 	Oid			sessions_expires_at_idx;
 	Oid			locks;
+	Oid			locks_created_by_idx;
 	Oid			token_seq;
 	/* attribute numbers of distlock.jobs */
 	AttrNumber	job_queue;
@@ -200,7 +201,8 @@ typedef enum DistlockLimit
 	DL_LIMIT_SESSIONS,
 	DL_LIMIT_THROTTLES,
 	DL_LIMIT_PAYLOAD,
-	DL_LIMIT_LOCKS
+	DL_LIMIT_LOCKS,
+	DL_LIMIT_GRANTS
 } DistlockLimit;
 
 /* Sizes up to this are never checked; no payload limit may be below it. */
@@ -330,6 +332,14 @@ extern bool dl_job_visible(DistlockCall *call, Oid creator, Oid owner,
 						   Datum queue);
 
 /*
+ * A grant g (an alias of distlock.queue_grants) of and to roles, not to or
+ * from role 0 ('-', restored without its role), which is never honoured:
+ * the predicate of queue_grants_idx, named in statements so that their
+ * generic plans can use it.
+ */
+#define DL_GRANT_OF_ROLES(g) g ".owner <> 0::oid AND " g ".grantee <> 0::oid"
+
+/*
  * The same rule in SQL, for statements run as the schema owner: whether
  * role caller may see job j (an alias of distlock.jobs).
  */
@@ -338,6 +348,7 @@ extern bool dl_job_visible(DistlockCall *call, Oid creator, Oid owner,
 	" OR distlock.may_act_for(" caller ", " j ".queue_owner)" \
 	" OR EXISTS (SELECT FROM distlock.queue_grants g" \
 	"  WHERE g.owner = " j ".queue_owner AND g.queue = " j ".queue" \
+	"  AND " DL_GRANT_OF_ROLES("g") \
 	"  AND (g.claim OR g.manage)" \
 	"  AND distlock.may_act_for(" caller ", g.grantee)))"
 

@@ -51,8 +51,8 @@ PG_FUNCTION_INFO_V1(distlock_cancel_jobs);
 
 /* The grants of one queue. */
 static DistlockStmt grants_stmt = {
-	"SELECT grantee, enqueue, claim, manage FROM distlock.queue_grants"
-	" WHERE owner = $1 AND queue = $2",
+	"SELECT grantee, enqueue, claim, manage FROM distlock.queue_grants g"
+	" WHERE owner = $1 AND queue = $2 AND " DL_GRANT_OF_ROLES("g"),
 	2, {REGROLEOID, TEXTOID}
 };
 
@@ -65,27 +65,36 @@ static DistlockStmt grant_stmt = {
 	"INSERT INTO distlock.queue_grants AS g"
 	" (owner, queue, grantee, enqueue, claim, manage)"
 	" VALUES ($1, $2, $3, $5, $6, $7)"
-	" ON CONFLICT (owner, queue, grantee)"
-	" WHERE owner <> 0::oid AND grantee <> 0::oid DO UPDATE SET"
+	" ON CONFLICT (owner, queue, grantee) WHERE " DL_GRANT_OF_ROLES("g")
+	" DO UPDATE SET"
 	" enqueue = g.enqueue OR excluded.enqueue,"
 	" claim = g.claim OR excluded.claim,"
 	" manage = g.manage OR excluded.manage",
 	7, {REGROLEOID, TEXTOID, REGROLEOID, BOOLOID, BOOLOID, BOOLOID, BOOLOID}
 };
 
+/* Whether grantee $3 has a grant on queue $2 of owner $1. */
+static DistlockStmt grant_exists_stmt = {
+	"SELECT FROM distlock.queue_grants g"
+	" WHERE owner = $1 AND queue = $2 AND grantee = $3"
+	" AND " DL_GRANT_OF_ROLES("g"),
+	3, {REGROLEOID, TEXTOID, REGROLEOID}
+};
+
 static DistlockStmt revoke_stmt = {
-	"UPDATE distlock.queue_grants SET"
+	"UPDATE distlock.queue_grants g SET"
 	" enqueue = enqueue AND NOT $5, claim = claim AND NOT $6,"
 	" manage = manage AND NOT $7"
-	" WHERE owner = $1 AND queue = $2 AND grantee = $3",
+	" WHERE owner = $1 AND queue = $2 AND grantee = $3"
+	" AND " DL_GRANT_OF_ROLES("g"),
 	7, {REGROLEOID, TEXTOID, REGROLEOID, BOOLOID, BOOLOID, BOOLOID, BOOLOID}
 };
 
 /* After a revoke (a statement of its own: see the UPDATE's new version). */
 static DistlockStmt revoke_empty_stmt = {
-	"DELETE FROM distlock.queue_grants"
+	"DELETE FROM distlock.queue_grants g"
 	" WHERE owner = $1 AND queue = $2 AND grantee = $3"
-	" AND NOT (enqueue OR claim OR manage)",
+	" AND " DL_GRANT_OF_ROLES("g") " AND NOT (enqueue OR claim OR manage)",
 	3, {REGROLEOID, TEXTOID, REGROLEOID}
 };
 
@@ -244,6 +253,9 @@ grants_change(FunctionCallInfo fcinfo, bool grant, const char *fname)
 	values[4] = BoolGetDatum((mask & DL_QUEUE_ENQUEUE) != 0);
 	values[5] = BoolGetDatum((mask & DL_QUEUE_CLAIM) != 0);
 	values[6] = BoolGetDatum((mask & DL_QUEUE_MANAGE) != 0);
+	/* a new grant is a row more of the owner's (limits.c) */
+	if (grant && dl_exec(&grant_exists_stmt, values, NULL, 1) == 0)
+		dl_limit_count(DL_LIMIT_GRANTS, owner);
 	dl_exec(grant ? &grant_stmt : &revoke_stmt, values, NULL, 0);
 	if (!grant)
 		dl_exec(&revoke_empty_stmt, values, NULL, 0);

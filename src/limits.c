@@ -7,7 +7,8 @@
  * One role must not be able to fill the database for everyone: without
  * limits a role could open 200,000 sessions or throttles in seconds, or
  * enqueue 100 MB payloads.  distlock.limits holds, per role, the most
- * sessions it may have open, the most throttles and lock rows it may own,
+ * sessions it may have open, the most throttles, lock rows and queue
+ * grants it may own,
  * and the largest payload, result, session info or error text (in bytes)
  * it may store; the row without a role (NULL) holds the defaults for every
  * role, and a value not set in either falls back to the built-in default
@@ -18,7 +19,7 @@
  * one could not be changed by the owner of a trusted install.
  *
  * Counts are checked where rows are created (session_open(), a throttle's
- * first use), under a transaction-level advisory lock on (role, kind): the
+ * first use, a new grant_queue()), under a transaction-level advisory lock on (role, kind): the
  * creations of one role are thus counted one after another, so the limit
  * is exact, and a role's open transaction can only ever hold up that same
  * role's creations, never another role's.  The count is of committed rows
@@ -48,9 +49,18 @@
 #include "postgres.h"
 
 #include "access/detoast.h"
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "executor/tuptable.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
 
@@ -70,7 +80,8 @@ static const LimitInfo limit_info[] = {
 	[DL_LIMIT_SESSIONS] = {"sessions", "open sessions", 1000},
 	[DL_LIMIT_THROTTLES] = {"throttles", "throttles", 10000},
 	[DL_LIMIT_PAYLOAD] = {"payload", "bytes per value", 1024 * 1024},
-	[DL_LIMIT_LOCKS] = {"locks", "lock names", 10000},
+	[DL_LIMIT_LOCKS] = {"locks", "lock names", 100000},
+	[DL_LIMIT_GRANTS] = {"grants", "queue grants", 10000},
 };
 
 /*
@@ -78,7 +89,8 @@ static const LimitInfo limit_info[] = {
  * not set.  One statement per limit, so that each is a fixed plan.
  */
 #define LIMIT_STMT(col) { \
-	"SELECT coalesce((SELECT " col " FROM distlock.limits WHERE role = $1)," \
+	"SELECT coalesce((SELECT " col " FROM distlock.limits" \
+	"  WHERE role = $1 AND role <> 0::oid)," \
 	" (SELECT " col " FROM distlock.limits WHERE role IS NULL))", \
 	1, {REGROLEOID}}
 
@@ -87,6 +99,7 @@ static DistlockStmt limit_stmts[] = {
 	[DL_LIMIT_THROTTLES] = LIMIT_STMT("max_throttles"),
 	[DL_LIMIT_PAYLOAD] = LIMIT_STMT("max_payload"),
 	[DL_LIMIT_LOCKS] = LIMIT_STMT("max_locks"),
+	[DL_LIMIT_GRANTS] = LIMIT_STMT("max_grants"),
 };
 
 /* How many of a role's rows there are, up to $2. */
@@ -97,31 +110,84 @@ static DistlockStmt count_stmts[] = {
 	2, {REGROLEOID, INT4OID}},
 	[DL_LIMIT_THROTTLES] = {
 		"SELECT count(*) FROM (SELECT FROM distlock.throttles"
-		" WHERE owner = $1 LIMIT $2) r",
+		" WHERE owner = $1 AND owner <> 0::oid LIMIT $2) r",
 	2, {REGROLEOID, INT4OID}},
-	[DL_LIMIT_LOCKS] = {
-		"SELECT count(*) FROM (SELECT FROM distlock.locks"
-		" WHERE created_by = $1 LIMIT $2) r",
+	[DL_LIMIT_GRANTS] = {
+		"SELECT count(*) FROM (SELECT FROM distlock.queue_grants g"
+		" WHERE owner = $1 AND " DL_GRANT_OF_ROLES("g") " LIMIT $2) r",
 	2, {REGROLEOID, INT4OID}},
 };
 
 /*
- * set_limit(): one statement per limit, for role $1 (NULL: the defaults),
- * $2 NULL clearing it.
+ * set_limit(): per limit, a statement for role $1 and one for the defaults
+ * (role NULL), $2 NULL clearing it.
  */
 #define SET_STMT(col) { \
-	"WITH u AS (UPDATE distlock.limits SET " col " = $2" \
-	" WHERE role IS NOT DISTINCT FROM $1 RETURNING 1)" \
-	" INSERT INTO distlock.limits (role, " col ")" \
-	" SELECT $1, $2 WHERE NOT EXISTS (SELECT FROM u)", \
+	"INSERT INTO distlock.limits (role, " col ") VALUES ($1, $2)" \
+	" ON CONFLICT (role) WHERE role <> 0::oid" \
+	" DO UPDATE SET " col " = excluded." col, \
 	2, {REGROLEOID, INT4OID}}
+#define SET_DEFAULT_STMT(col) { \
+	"INSERT INTO distlock.limits (role, " col ") VALUES (NULL, $1)" \
+	" ON CONFLICT ((role IS NULL)) WHERE role IS NULL" \
+	" DO UPDATE SET " col " = excluded." col, \
+	1, {INT4OID}}
 
 static DistlockStmt set_stmts[] = {
 	[DL_LIMIT_SESSIONS] = SET_STMT("max_sessions"),
 	[DL_LIMIT_THROTTLES] = SET_STMT("max_throttles"),
 	[DL_LIMIT_PAYLOAD] = SET_STMT("max_payload"),
 	[DL_LIMIT_LOCKS] = SET_STMT("max_locks"),
+	[DL_LIMIT_GRANTS] = SET_STMT("max_grants"),
 };
+
+static DistlockStmt set_default_stmts[] = {
+	[DL_LIMIT_SESSIONS] = SET_DEFAULT_STMT("max_sessions"),
+	[DL_LIMIT_THROTTLES] = SET_DEFAULT_STMT("max_throttles"),
+	[DL_LIMIT_PAYLOAD] = SET_DEFAULT_STMT("max_payload"),
+	[DL_LIMIT_LOCKS] = SET_DEFAULT_STMT("max_locks"),
+	[DL_LIMIT_GRANTS] = SET_DEFAULT_STMT("max_grants"),
+};
+
+/*
+ * How many lock rows role has, up to limit: committed, and being inserted
+ * by transactions in progress too (a dirty snapshot), so that concurrent
+ * first grants pass the limit by at most one each.  (A row being updated
+ * may count twice: the count errs high, never low.)  A table too small to
+ * hold limit rows is not read.
+ */
+static int64
+limit_count_locks(Oid role, int32 limit)
+{
+	const DistlockCatalog *cat = dl_catalog();
+	Relation	rel = table_open(cat->locks, AccessShareLock);
+	Relation	idx;
+	SnapshotData dirty;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	int64		n = 0;
+
+	if ((int64) RelationGetNumberOfBlocks(rel) * MaxHeapTuplesPerPage < limit)
+	{
+		table_close(rel, AccessShareLock);
+		return 0;
+	}
+	idx = index_open(cat->locks_created_by_idx, AccessShareLock);
+	InitDirtySnapshot(dirty);
+	scan = dl_index_scan(rel, idx, &dirty, BTEqualStrategyNumber, F_OIDEQ,
+						 ObjectIdGetDatum(role));
+	slot = table_slot_create(rel, NULL);
+	while (n < limit && index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		CHECK_FOR_INTERRUPTS();
+		n++;
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	index_endscan(scan);
+	index_close(idx, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return n;
+}
 
 /* The limit which of role now, as last committed. */
 static int32
@@ -148,6 +214,7 @@ dl_limit_count(DistlockLimit which, Oid role)
 	LOCKTAG		tag;
 	int32		limit;
 	Datum		values[2];
+	int64		count;
 
 	if (which != DL_LIMIT_LOCKS)
 	{
@@ -157,10 +224,16 @@ dl_limit_count(DistlockLimit which, Oid role)
 	}
 
 	limit = limit_value(which, role);
-	values[0] = ObjectIdGetDatum(role);
-	values[1] = Int32GetDatum(limit);
-	dl_exec_latest(&count_stmts[which], values, NULL);
-	if (dl_getint64(0, 1) >= limit)
+	if (which == DL_LIMIT_LOCKS)
+		count = limit_count_locks(role, limit);
+	else
+	{
+		values[0] = ObjectIdGetDatum(role);
+		values[1] = Int32GetDatum(limit);
+		dl_exec_latest(&count_stmts[which], values, NULL);
+		count = dl_getint64(0, 1);
+	}
+	if (count >= limit)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("role %s has reached its limit of %d %s",
@@ -194,8 +267,8 @@ dl_limit_size(Datum value, const char *what, Oid role)
  * set_limit(limit_name text, value integer, role regrole DEFAULT NULL)
  *		RETURNS void
  *
- * Set limit limit_name ('sessions', 'throttles', 'locks' or 'payload', in
- * bytes) of
+ * Set limit limit_name ('sessions', 'throttles', 'locks', 'grants' or
+ * 'payload', in bytes) of
  * role, or with role NULL the default of every role; value NULL clears it
  * (back to the default, or to the built-in one).  Administrators only.
  */
@@ -217,7 +290,7 @@ distlock_set_limit(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown limit \"%s\"", name),
-				 errhint("The limits are \"sessions\", \"throttles\", \"locks\" and \"payload\".")));
+				 errhint("The limits are \"sessions\", \"throttles\", \"locks\", \"grants\" and \"payload\".")));
 	if (!PG_ARGISNULL(1) &&
 		PG_GETARG_INT32(1) < (which == DL_LIMIT_PAYLOAD ? DISTLOCK_MIN_PAYLOAD : 0))
 		ereport(ERROR,
@@ -225,13 +298,15 @@ distlock_set_limit(PG_FUNCTION_ARGS)
 				 errmsg("limit \"%s\" must be at least %d", name,
 						which == DL_LIMIT_PAYLOAD ? DISTLOCK_MIN_PAYLOAD : 0)));
 	values[0] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
-	nulls[0] = PG_ARGISNULL(2) ? 'n' : ' ';
 	values[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
 	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
 
 	dl_enter(&call, "distlock.set_limit()", true);
 	dl_require_admin(&call, "set_limit");
-	dl_exec(&set_stmts[which], values, nulls, 0);
+	if (PG_ARGISNULL(2))
+		dl_exec(&set_default_stmts[which], &values[1], &nulls[1], 0);
+	else
+		dl_exec(&set_stmts[which], values, nulls, 0);
 	dl_leave(&call);
 
 	PG_RETURN_VOID();

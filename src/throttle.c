@@ -86,16 +86,22 @@ PG_FUNCTION_INFO_V1(distlock_throttle_status);
 #define THROTTLE_COL_EVERY		3
 #define THROTTLE_COL_BURST		4
 
+/*
+ * The statements name the predicate of throttles_owner_name_idx (the owner
+ * is never role 0, '-', here), so that their generic plans can use it.
+ */
+#define THROTTLE_KEY "owner = $2 AND name = $1 AND owner <> 0::oid"
+
 /* The committed row of throttle ($2, $1), read without locking it. */
 static DistlockStmt peek_stmt = {
 	"SELECT permits, refilled_at, every, burst FROM distlock.throttles"
-	" WHERE owner = $2 AND name = $1",
+	" WHERE " THROTTLE_KEY,
 	2, {TEXTOID, REGROLEOID}
 };
 
 static DistlockStmt lock_stmt = {
 	"SELECT permits, refilled_at, every, burst FROM distlock.throttles"
-	" WHERE owner = $2 AND name = $1 FOR UPDATE",
+	" WHERE " THROTTLE_KEY " FOR UPDATE",
 	2, {TEXTOID, REGROLEOID}
 };
 
@@ -111,7 +117,7 @@ static DistlockStmt insert_stmt = {
 static DistlockStmt grant_stmt = {
 	"UPDATE distlock.throttles SET every = $2, burst = $3, permits = $4,"
 	" refilled_at = $5, granted_at = $6, created_by = $7"
-	" WHERE owner = $8 AND name = $1",
+	" WHERE owner = $8 AND name = $1 AND owner <> 0::oid",
 	8, {TEXTOID, INTERVALOID, INT4OID, INT4OID, TIMESTAMPTZOID,
 	TIMESTAMPTZOID, REGROLEOID, REGROLEOID}
 };

@@ -177,8 +177,8 @@ wait_xact_callback(XactEvent event, void *arg)
 
 /*
  * The key a wait is keyed on: 64 bits of the SHA-256 digest of prefix (of
- * prefix_len bytes) followed by the name value (a text, as stored: perhaps
- * compressed, or not).  Never 0.  A cryptographic digest, so that no role
+ * prefix_len bytes) followed by the bytes of the text value (detoasted,
+ * so the same however it is stored).  Never 0.  A cryptographic digest, so that no role
  * can choose a name of its own whose key is that of another role's lock
  * or queue, and stand in its line or take its wake-ups.
  */
@@ -365,7 +365,10 @@ wait_keep_session(Datum session_id, TimestampTz now)
 	return beat_at;
 }
 
-/* The queue of job_id, copied to cxt, and its owner. */
+/*
+ * The queue of job_id, copied to cxt, and its owner; NULL if the caller
+ * may no longer claim from it (its privilege was revoked).
+ */
 static text *
 wait_job_queue(Datum job_id, MemoryContext cxt, Oid *owner)
 {
@@ -382,6 +385,9 @@ wait_job_queue(Datum job_id, MemoryContext cxt, Oid *owner)
 	queue = DatumGetTextPCopy(dl_getattr(0, 1, &isnull));
 	*owner = DatumGetObjectId(dl_getattr(0, 2, &isnull));
 	MemoryContextSwitchTo(old);
+	if (!dl_queue_allowed(&call, *owner, PointerGetDatum(queue),
+						  DL_QUEUE_CLAIM))
+		queue = NULL;
 	dl_leave(&call);
 	return queue;
 }
@@ -475,7 +481,12 @@ wait_for_jobs(Oid owner, text *queue, Datum job_id, Datum session_id,
 		}
 
 		if (queue == NULL)
+		{
+			/* as complete_and_claim() after a revoke: claim nothing */
 			queue = wait_job_queue(job_id, cxt, &owner);
+			if (queue == NULL)
+				break;
+		}
 		values[0] = PointerGetDatum(queue);
 		values[1] = session_id;
 		values[2] = Int32GetDatum(max_jobs);

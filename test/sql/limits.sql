@@ -20,6 +20,7 @@ SELECT distlock.set_limit('sessions', 2, 'lim_app');
 SELECT distlock.set_limit('throttles', 1, 'lim_app');
 SELECT distlock.set_limit('payload', 2048, 'lim_app');
 SELECT distlock.set_limit('locks', 2, 'lim_app');
+SELECT distlock.set_limit('grants', 1, 'lim_app');
 SELECT * FROM distlock.limits ORDER BY role::text;
 
 -- sessions: the third is refused until one ends; another role is not held
@@ -65,6 +66,14 @@ SELECT distlock.release('n2', 'a');
 SELECT distlock.try_acquire('n2', 'a', '1 hour') IS NOT NULL AS n2_again;
 SELECT pg_sleep(0.01);
 SELECT distlock.try_acquire('other-name', 'a', '1 hour') IS NOT NULL AS taken_over;
+RESET ROLE;
+
+-- queue grants: a second grant is refused; the first can still change
+SET ROLE lim_app;
+SELECT distlock.grant_queue('gq', 'enqueue', 'lim_other');
+SELECT attempt('distlock.grant_queue(''gq'', ''claim'', ''lim_app'')');
+SELECT distlock.grant_queue('gq', 'claim', 'lim_other');
+SELECT enqueue, claim, manage FROM distlock.queue_grants WHERE owner = 'lim_app'::regrole;
 RESET ROLE;
 
 -- sizes: payload, result, session info and error text over the limit are

@@ -141,14 +141,19 @@ SELECT * FROM distlock.drop_owned('q_owner');
 SELECT count(*) AS jobs_left FROM distlock.jobs WHERE queue_owner = 'q_owner'::regrole;
 SELECT count(*) AS grants_left FROM distlock.queue_grants;
 
--- reassign_owned moves a queue with its jobs and grants
+-- reassign_owned moves a queue with its jobs and the grants it gave,
+-- merging a grant into the receiving role's grant to the same grantee
 SET ROLE q_stranger;
 SELECT distlock.grant_queue('orders', 'claim', 'q_workers');
+SELECT distlock.grant_queue('orders', 'enqueue', 'q_ops');
+SET ROLE q_owner;
+SELECT distlock.grant_queue('orders', 'manage', 'q_ops');
 RESET ROLE;
 SELECT * FROM distlock.reassign_owned('q_stranger', 'q_owner');
 SELECT queue, queue_owner, created_by, count(*) FROM distlock.jobs
  WHERE queue = 'orders' GROUP BY 1, 2, 3;
-SELECT owner, queue, grantee FROM distlock.queue_grants;
+SELECT owner, queue, grantee, enqueue, claim, manage
+  FROM distlock.queue_grants ORDER BY grantee::text;
 SELECT * FROM distlock.drop_owned('q_owner');
 
 REVOKE USAGE ON SCHEMA distlock FROM q_owner, q_producer, q_worker, q_ops,
