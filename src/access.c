@@ -156,6 +156,16 @@ dl_check_access(DistlockCall *call, Oid creator, DistlockObject kind,
  * for the statements the functions run as the schema owner on behalf of
  * caller (the SQL path of claim()).
  */
+/* Raise 42704 unless role (an argument naming a role) exists. */
+void
+dl_check_role_exists(Oid role)
+{
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(role)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", role)));
+}
+
 /*
  * The role a call's owner argument (argno) names, or, if it is NULL, the
  * calling role: the owner of a throttle or queue.  A role that does not
@@ -164,16 +174,10 @@ dl_check_access(DistlockCall *call, Oid creator, DistlockObject kind,
 Oid
 dl_arg_owner(FunctionCallInfo fcinfo, int argno, DistlockCall *call)
 {
-	Oid			owner;
-
 	if (PG_ARGISNULL(argno))
 		return call->caller;
-	owner = PG_GETARG_OID(argno);
-	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(owner)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("role with OID %u does not exist", owner)));
-	return owner;
+	dl_check_role_exists(PG_GETARG_OID(argno));
+	return PG_GETARG_OID(argno);
 }
 
 Datum

@@ -43,7 +43,6 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
-#include "utils/syscache.h"
 #include "utils/uuid.h"
 
 #include "distlock.h"
@@ -250,11 +249,7 @@ distlock_reassign_owned(PG_FUNCTION_ARGS)
 	dl_enter(&call, "distlock.reassign_owned()", true);
 	admin_check_role(&call, DatumGetObjectId(values[0]));
 	admin_check_role(&call, DatumGetObjectId(values[1]));
-	if (!SearchSysCacheExists1(AUTHOID, values[1]))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("role with OID %u does not exist",
-						DatumGetObjectId(values[1]))));
+	dl_check_role_exists(DatumGetObjectId(values[1]));
 	values[2] = ObjectIdGetDatum(call.caller);
 	/* to itself: nothing to do, and nothing to lock */
 	for (int i = 0; i < ADMIN_KINDS && values[0] != values[1]; i++)

@@ -314,6 +314,7 @@ typedef enum DistlockObject
 extern bool dl_may_act_for(DistlockCall *call, Oid creator);
 extern bool dl_is_admin(DistlockCall *call);
 extern void dl_require_admin(DistlockCall *call, const char *fname);
+extern void dl_check_role_exists(Oid role);
 extern Oid	dl_arg_owner(FunctionCallInfo fcinfo, int argno,
 						 DistlockCall *call);
 extern void dl_check_access(DistlockCall *call, Oid creator,
@@ -324,8 +325,10 @@ extern void dl_check_access(DistlockCall *call, Oid creator,
 #define DL_QUEUE_CLAIM		0x02
 #define DL_QUEUE_MANAGE		0x04
 
-extern bool dl_queue_allowed(DistlockCall *call, Oid owner, Datum queue,
-							 int privs);
+extern int	dl_queue_privileges(DistlockCall *call, Oid owner, Datum queue);
+#define dl_queue_allowed(call, owner, queue, privs) \
+	((dl_queue_privileges((call), (owner), (queue)) & (privs)) != 0)
+extern void dl_queue_denied(Oid owner, Datum queue, int priv);
 extern void dl_queue_check(DistlockCall *call, Oid owner, Datum queue,
 						   int priv);
 extern bool dl_job_visible(DistlockCall *call, Oid creator, Oid owner,

@@ -152,13 +152,20 @@ dl_exec_read(DistlockStmt *stmt, Datum *values, const char *nulls)
  * changes) whatever the isolation level: for a decision taken under a lock
  * that a transaction snapshot older than the lock would get wrong.
  */
-uint64
-dl_exec_latest(DistlockStmt *stmt, Datum *values, const char *nulls)
+static uint64
+exec_latest(DistlockStmt *stmt, Datum *values, const char *nulls,
+			bool read_only)
 {
 	return exec_done(stmt, SPI_execute_snapshot(exec_plan(stmt), values, nulls,
 												GetLatestSnapshot(),
-												InvalidSnapshot, false, true,
-												0));
+												InvalidSnapshot, read_only,
+												true, 0));
+}
+
+uint64
+dl_exec_latest(DistlockStmt *stmt, Datum *values, const char *nulls)
+{
+	return exec_latest(stmt, values, nulls, false);
 }
 
 /*
@@ -169,10 +176,7 @@ dl_exec_latest(DistlockStmt *stmt, Datum *values, const char *nulls)
 uint64
 dl_exec_latest_read(DistlockStmt *stmt, Datum *values, const char *nulls)
 {
-	return exec_done(stmt, SPI_execute_snapshot(exec_plan(stmt), values, nulls,
-												GetLatestSnapshot(),
-												InvalidSnapshot, true, true,
-												0));
+	return exec_latest(stmt, values, nulls, true);
 }
 
 /* Column col (1-based) of result row row (0-based) of the last dl_exec(). */

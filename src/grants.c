@@ -40,7 +40,6 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/syscache.h"
 
 #include "distlock.h"
 
@@ -57,20 +56,20 @@ static DistlockStmt grants_stmt = {
 };
 
 /*
- * Add ($4) or take away the privileges $5, $6, $7 (enqueue, claim,
- * manage) of grantee $3 on queue $2 of owner $1; a grant left with none is
- * deleted.
+ * Add (grant_stmt) or take away (revoke_stmt, then revoke_empty_stmt,
+ * which deletes a grant left with none) the privileges $4, $5, $6
+ * (enqueue, claim, manage) of grantee $3 on queue $2 of owner $1.
  */
 static DistlockStmt grant_stmt = {
 	"INSERT INTO distlock.queue_grants AS g"
 	" (owner, queue, grantee, enqueue, claim, manage)"
-	" VALUES ($1, $2, $3, $5, $6, $7)"
+	" VALUES ($1, $2, $3, $4, $5, $6)"
 	" ON CONFLICT (owner, queue, grantee) WHERE " DL_GRANT_OF_ROLES("g")
 	" DO UPDATE SET"
 	" enqueue = g.enqueue OR excluded.enqueue,"
 	" claim = g.claim OR excluded.claim,"
 	" manage = g.manage OR excluded.manage",
-	7, {REGROLEOID, TEXTOID, REGROLEOID, BOOLOID, BOOLOID, BOOLOID, BOOLOID}
+	6, {REGROLEOID, TEXTOID, REGROLEOID, BOOLOID, BOOLOID, BOOLOID}
 };
 
 /* Whether grantee $3 has a grant on queue $2 of owner $1. */
@@ -83,14 +82,14 @@ static DistlockStmt grant_exists_stmt = {
 
 static DistlockStmt revoke_stmt = {
 	"UPDATE distlock.queue_grants g SET"
-	" enqueue = enqueue AND NOT $5, claim = claim AND NOT $6,"
-	" manage = manage AND NOT $7"
+	" enqueue = enqueue AND NOT $4, claim = claim AND NOT $5,"
+	" manage = manage AND NOT $6"
 	" WHERE owner = $1 AND queue = $2 AND grantee = $3"
 	" AND " DL_GRANT_OF_ROLES("g"),
-	7, {REGROLEOID, TEXTOID, REGROLEOID, BOOLOID, BOOLOID, BOOLOID, BOOLOID}
+	6, {REGROLEOID, TEXTOID, REGROLEOID, BOOLOID, BOOLOID, BOOLOID}
 };
 
-/* After a revoke (a statement of its own: see the UPDATE's new version). */
+/* After a revoke (a statement of its own: it sees the UPDATE's versions). */
 static DistlockStmt revoke_empty_stmt = {
 	"DELETE FROM distlock.queue_grants g"
 	" WHERE owner = $1 AND queue = $2 AND grantee = $3"
@@ -153,45 +152,50 @@ grants_parse(text *privileges)
 }
 
 /*
- * Whether the caller may do any of privs (a mask of DL_QUEUE_*) in owner's
- * queue: it has the owner's privileges, or those of a role the owner
- * granted one of them to.  Overwrites SPI_tuptable.
+ * What the caller may do in owner's queue, a mask of DL_QUEUE_*: all of it
+ * with the owner's privileges, else what the owner granted to roles whose
+ * privileges it has.  Overwrites SPI_tuptable.
  */
-bool
-dl_queue_allowed(DistlockCall *call, Oid owner, Datum queue, int privs)
+int
+dl_queue_privileges(DistlockCall *call, Oid owner, Datum queue)
 {
 	Datum		values[2] = {ObjectIdGetDatum(owner), queue};
+	int			privs = 0;
 	uint64		n;
 
 	if (dl_may_act_for(call, owner))
-		return true;
+		return DL_QUEUE_ENQUEUE | DL_QUEUE_CLAIM | DL_QUEUE_MANAGE;
 	/* as committed now, whatever the isolation level: a revoke counts */
 	n = dl_exec_latest_read(&grants_stmt, values, NULL);
 	for (uint64 i = 0; i < n; i++)
 	{
 		bool		isnull;
-		int			granted = 0;
 
+		if (!has_privs_of_role(call->caller,
+							   DatumGetObjectId(dl_getattr(i, 1, &isnull))))
+			continue;
 		if (DatumGetBool(dl_getattr(i, 2, &isnull)))
-			granted |= DL_QUEUE_ENQUEUE;
+			privs |= DL_QUEUE_ENQUEUE;
 		if (DatumGetBool(dl_getattr(i, 3, &isnull)))
-			granted |= DL_QUEUE_CLAIM;
+			privs |= DL_QUEUE_CLAIM;
 		if (DatumGetBool(dl_getattr(i, 4, &isnull)))
-			granted |= DL_QUEUE_MANAGE;
-		if ((granted & privs) != 0 &&
-			has_privs_of_role(call->caller,
-							  DatumGetObjectId(dl_getattr(i, 1, &isnull))))
-			return true;
+			privs |= DL_QUEUE_MANAGE;
 	}
-	return false;
+	return privs;
 }
 
 /* Raise 42501 unless the caller may do priv in owner's queue. */
 void
 dl_queue_check(DistlockCall *call, Oid owner, Datum queue, int priv)
 {
-	if (dl_queue_allowed(call, owner, queue, priv))
-		return;
+	if (!dl_queue_allowed(call, owner, queue, priv))
+		dl_queue_denied(owner, queue, priv);
+}
+
+/* Raise 42501: the caller may not do priv in owner's queue. */
+void
+dl_queue_denied(Oid owner, Datum queue, int priv)
+{
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 			 errmsg("permission denied to %s in queue \"%s\" of role %s",
@@ -224,17 +228,14 @@ grants_change(FunctionCallInfo fcinfo, bool grant, const char *fname)
 {
 	text	   *queue = dl_arg_name(fcinfo, 0, "queue name");
 	DistlockCall call;
-	Datum		values[7];
+	Datum		values[6];
 	int			mask;
 	Oid			owner;
 
 	dl_arg_not_null(fcinfo, 1, "privileges");
 	dl_arg_not_null(fcinfo, 2, "grantee");
 	mask = grants_parse(PG_GETARG_TEXT_PP(1));
-	if (!SearchSysCacheExists1(AUTHOID, PG_GETARG_DATUM(2)))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("role with OID %u does not exist", PG_GETARG_OID(2))));
+	dl_check_role_exists(PG_GETARG_OID(2));
 
 	dl_enter(&call, fname, true);
 	owner = dl_arg_owner(fcinfo, 3, &call);
@@ -249,10 +250,9 @@ grants_change(FunctionCallInfo fcinfo, bool grant, const char *fname)
 	values[0] = ObjectIdGetDatum(owner);
 	values[1] = PointerGetDatum(queue);
 	values[2] = PG_GETARG_DATUM(2);
-	values[3] = BoolGetDatum(grant);
-	values[4] = BoolGetDatum((mask & DL_QUEUE_ENQUEUE) != 0);
-	values[5] = BoolGetDatum((mask & DL_QUEUE_CLAIM) != 0);
-	values[6] = BoolGetDatum((mask & DL_QUEUE_MANAGE) != 0);
+	values[3] = BoolGetDatum((mask & DL_QUEUE_ENQUEUE) != 0);
+	values[4] = BoolGetDatum((mask & DL_QUEUE_CLAIM) != 0);
+	values[5] = BoolGetDatum((mask & DL_QUEUE_MANAGE) != 0);
 	/* a new grant is a row more of the owner's (limits.c) */
 	if (grant && dl_exec(&grant_exists_stmt, values, NULL, 1) == 0)
 		dl_limit_count(DL_LIMIT_GRANTS, owner);

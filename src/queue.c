@@ -215,6 +215,7 @@ queue_job_check(DistlockCall *call, Datum job_id, bool cancel)
 	Oid			creator;
 	Oid			owner;
 	Datum		queue;
+	int			privs;
 	bool		isnull;
 
 	if (dl_exec(&creator_stmt, values, NULL, 1) == 0)
@@ -222,14 +223,16 @@ queue_job_check(DistlockCall *call, Datum job_id, bool cancel)
 	creator = DatumGetObjectId(dl_getattr(0, 1, &isnull));
 	owner = DatumGetObjectId(dl_getattr(0, 2, &isnull));
 	queue = PointerGetDatum(DatumGetTextPCopy(dl_getattr(0, 3, &isnull)));
-	if (!dl_job_visible(call, creator, owner, queue))
-		goto missing;
-	if (!cancel)
+	/* dl_job_visible(), with the queue's grants read once */
+	privs = dl_queue_privileges(call, owner, queue);
+	if ((privs & DL_QUEUE_MANAGE) != 0)
+		return cancel;
+	if (dl_may_act_for(call, creator))
 		return false;
-	if (dl_queue_allowed(call, owner, queue, DL_QUEUE_MANAGE))
-		return true;
-	if (!dl_may_act_for(call, creator))
-		dl_queue_check(call, owner, queue, DL_QUEUE_MANAGE);
+	if ((privs & DL_QUEUE_CLAIM) == 0)
+		goto missing;
+	if (cancel)
+		dl_queue_denied(owner, queue, DL_QUEUE_MANAGE);
 	return false;
 
 missing:
