@@ -14,6 +14,7 @@ OBJS = \
 	src/lease.o \
 	src/limits.o \
 	src/maintain.o \
+	src/position.o \
 	src/queue.o \
 	src/roleref.o \
 	src/session.o \
@@ -84,6 +85,7 @@ ISOLATION = \
 	admin_skips_held \
 	queue_revoke \
 	producer_cleanup \
+	claim_position \
 	token_rebase
 
 REGRESS_OPTS = --inputdir=test

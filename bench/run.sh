@@ -29,36 +29,11 @@ fi
 dir=$(mktemp -d /tmp/distlock-bench.XXXXXX)
 chmod 755 "$dir"
 
-# The previous release's claim (CLAIM_BASE, a commit; "" to skip), built
-# from the same checkout, for the rows that compare the claim as it was
-# (a heap update that does not wait) with the claim as it is (a row lock
-# that skips, then the update).  bench.py installs one library or the
-# other for each round; this one is put back on exit.
-CLAIM_BASE=${CLAIM_BASE-c93569e}
 PG_CONFIG=${PG_CONFIG:-pg_config}
-libdir=$("$PG_CONFIG" --pkglibdir)
-cp "$libdir/distlock.so" "$dir/distlock-this.so"
-restore_library()
-{
-	cp "$dir/distlock-this.so" "$libdir/.distlock.so.restore" &&
-		mv -f "$libdir/.distlock.so.restore" "$libdir/distlock.so"
-}
-trap 'cluster_stop; restore_library; rm -rf "$dir"' EXIT
-if [ -n "$CLAIM_BASE" ] &&
-	git -C "$top" cat-file -e "$CLAIM_BASE^{commit}" 2>/dev/null; then
-	mkdir "$dir/prev"
-	git -C "$top" archive "$CLAIM_BASE" | tar -x -C "$dir/prev"
-	if make -C "$dir/prev" PG_CONFIG="$PG_CONFIG" all >"$dir/prev.log" 2>&1; then
-		cp "$dir/prev/distlock.so" "$dir/distlock-prev.so"
-		export BENCH_LIB_DIR="$libdir" BENCH_LIB_THIS="$dir/distlock-this.so" \
-			BENCH_LIB_PREV="$dir/distlock-prev.so"
-		echo "previous claim: built from $CLAIM_BASE"
-	else
-		echo "warning: could not build $CLAIM_BASE; the previous claim's rows are left out" >&2
-	fi
-else
-	echo "previous claim: $CLAIM_BASE is not in this checkout; its rows are left out"
-fi
+trap 'cluster_stop; rm -rf "$dir"' EXIT
+# Preloaded, as users who want its speed run it: the claim positions
+# (src/position.c) and the wake-ups live in shared memory.  The background
+# worker is stopped, so that no maintenance pass runs into a round.
 cluster_start "$dir" \
 	"fsync = on" \
 	"synchronous_commit = on" \
@@ -66,6 +41,8 @@ cluster_start "$dir" \
 	"max_wal_size = 16GB" \
 	"checkpoint_timeout = 1h" \
 	"autovacuum = off" \
+	"shared_preload_libraries = 'distlock'" \
+	"distlock.maintenance_naptime = 0" \
 	"log_min_messages = warning"
 echo "bench cluster: port $PGPORT, pid $CLUSTER_PID, $dir"
 
@@ -88,14 +65,15 @@ if [ -z "${WORKLOADS:-}" ] || [[ " $WORKLOADS " == *" wake "* ]]; then
 		GRAPHILE_DIR=
 	}
 	export GRAPHILE_DIR BENCH_WORK="$dir"
-	# this checkout's library, whichever bench.py's last round left in place
-	restore_library
 	rm -f "$dir/wake.json"
 	psql -X -q -c "ALTER SYSTEM SET max_connections = 250"	# 200 idle workers
+	# first without the shared memory: waiters poll
+	psql -X -q -c "ALTER SYSTEM SET shared_preload_libraries = ''"
 	cluster_restart
 	# retention is measured once, with the preload's background worker
 	/usr/bin/python3 "$top/bench/wake.py" --mode poll --rows latency,lease,idle,throughput
-	if psql -X -q -c "ALTER SYSTEM SET shared_preload_libraries = 'distlock'" &&
+	if psql -X -q -c "ALTER SYSTEM SET shared_preload_libraries = 'distlock'" \
+		-c "ALTER SYSTEM SET distlock.maintenance_naptime = 1000" &&
 		cluster_restart; then
 		/usr/bin/python3 "$top/bench/wake.py" --mode preload --only-waiting
 	else

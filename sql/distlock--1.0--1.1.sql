@@ -469,3 +469,21 @@ AS 'MODULE_PATHNAME', 'distlock_cancel_jobs'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 COMMENT ON FUNCTION distlock.cancel_jobs(text, regrole) IS
 	'cancel every pending and running job of owner''s (default: the current role''s) queue that no other transaction holds; returns how many';
+
+-- Claim positions (src/position.c): a claim starts each priority group of
+-- its queue where the last claims left off, instead of stepping over every
+-- entry earlier claims left in jobs_claim_idx (all of them, while anything
+-- holds vacuum back).  Every statement that makes a job pending, whoever
+-- runs it, fires this trigger, so that its commit moves the group's
+-- position back to the job.  ALWAYS: in replication and restores too.
+CREATE FUNCTION distlock.jobs_pending()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'distlock_jobs_pending'
+LANGUAGE C;
+COMMENT ON FUNCTION distlock.jobs_pending() IS
+	'trigger: notes the jobs a statement makes pending, so that claims do not start past them';
+CREATE TRIGGER jobs_pending AFTER INSERT OR UPDATE ON distlock.jobs
+	FOR EACH ROW
+	WHEN (NEW.status OPERATOR(pg_catalog.=) 'pending'::distlock.job_status)
+	EXECUTE FUNCTION distlock.jobs_pending();
+ALTER TABLE distlock.jobs ENABLE ALWAYS TRIGGER jobs_pending;

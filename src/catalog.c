@@ -30,6 +30,8 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_enum.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
+#include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -101,6 +103,23 @@ catalog_column(Oid relid, const char *name)
 	return attno;
 }
 
+/* The OID of function name() in schema. */
+static Oid
+catalog_function(Oid schema, const char *name)
+{
+	Oid			fn = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+									 CStringGetDatum(name),
+									 PointerGetDatum(buildoidvector(NULL, 0)),
+									 ObjectIdGetDatum(schema));
+
+	if (!OidIsValid(fn))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("function \"distlock.%s()\" does not exist", name),
+				 errhint("Update the extension to the library's version: ALTER EXTENSION distlock UPDATE (or, if its tables were altered by hand, reinstall it).")));
+	return fn;
+}
+
 /* The OID of label of enum type typid. */
 static Oid
 catalog_enum_value(Oid typid, const char *label)
@@ -145,9 +164,12 @@ catalog_fill(DistlockCatalog *c)
 	c->locks_created_by_idx = catalog_relation(c->schema,
 											   "locks_created_by_idx");
 	c->token_seq = catalog_relation(c->schema, "token_seq");
+	c->jobs_pending_fn = catalog_function(c->schema, "jobs_pending");
 
+	c->job_id = catalog_column(c->jobs, "id");
 	c->job_queue = catalog_column(c->jobs, "queue");
 	c->job_status = catalog_column(c->jobs, "status");
+	c->job_priority = catalog_column(c->jobs, "priority");
 	c->job_run_at = catalog_column(c->jobs, "run_at");
 	c->job_attempts = catalog_column(c->jobs, "attempts");
 	c->job_session_id = catalog_column(c->jobs, "session_id");

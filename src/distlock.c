@@ -141,6 +141,7 @@ _PG_init(void)
 	{
 		dl_preloaded = true;
 		dl_wake_preload();
+		dl_position_preload();
 		dl_worker_preload();
 	}
 }

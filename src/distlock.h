@@ -173,9 +173,12 @@ typedef struct DistlockCatalog
 	Oid			locks;
 	Oid			locks_created_by_idx;
 	Oid			token_seq;
+	Oid			jobs_pending_fn;	/* the trigger function (position.c) */
 	/* attribute numbers of distlock.jobs */
+	AttrNumber	job_id;
 	AttrNumber	job_queue;
 	AttrNumber	job_status;
+	AttrNumber	job_priority;
 	AttrNumber	job_run_at;
 	AttrNumber	job_attempts;
 	AttrNumber	job_session_id;
@@ -246,6 +249,7 @@ typedef struct JobsTable
 	TupleTableSlot *old;		/* a version read */
 	TupleTableSlot *locked;		/* the same version, once locked */
 	TupleTableSlot *new;		/* the version written */
+	bool		positions;		/* claim positions may be used */
 } JobsTable;
 
 extern bool dl_jobs_open(JobsTable *jt, const AttrNumber *updated,
@@ -254,7 +258,12 @@ extern void dl_jobs_close(JobsTable *jt);
 extern IndexScanDesc dl_jobs_scan(JobsTable *jt, Relation index,
 								  RegProcedure eq, Datum value);
 extern IndexScanDesc dl_jobs_scan_queue(JobsTable *jt, Relation index,
-									   Oid owner, Datum queue);
+									   Oid owner, Datum queue,
+									   const int32 *priority,
+									   TimestampTz from);
+extern bool dl_jobs_next_group(JobsTable *jt, Relation index, Oid owner,
+							   Datum queue, bool after, int32 prev,
+							   int32 *priority);
 extern void dl_jobs_scan_end(IndexScanDesc scan);
 extern void dl_jobs_new_from_old(JobsTable *jt);
 extern void dl_jobs_set(JobsTable *jt, AttrNumber att, Datum value,
@@ -398,6 +407,41 @@ extern void dl_wake_at_end(DistlockWaitKind kind, Oid owner, Datum name,
 /* queue.c: what a statement giving jobs back to pending returns */
 #define DL_JOBS_BACK_RETURNING	"queue, status, queue_owner"
 extern void dl_wake_for_jobs_back(void);
+
+/* position.c: where a claim of a queue's priority group may start */
+typedef struct DlJobPos
+{
+	TimestampTz run_at;
+	int64		id;
+} DlJobPos;
+
+/* Longer queue names have no positions. */
+#define DL_POSITION_NAME_MAX	63
+
+typedef struct DlPositionKey
+{
+	Oid			dbid;
+	Oid			relid;			/* distlock.jobs */
+	Oid			owner;
+	int32		priority;
+	uint8		len;
+	char		name[DL_POSITION_NAME_MAX];	/* zero-padded */
+} DlPositionKey;
+
+typedef struct DlPositionRead
+{
+	int			bucket;			/* -1: the group has no position */
+	uint64		gen;
+	DlJobPos	mark;			/* the group's start if none */
+	DlPositionKey key;
+} DlPositionRead;
+
+extern void dl_position_preload(void);
+extern int	dl_jobpos_cmp(const DlJobPos *a, const DlJobPos *b);
+extern void dl_position_none(DlPositionRead *pr);
+extern void dl_position_read(Oid owner, Datum queue, int32 priority,
+							 DlPositionRead *pr);
+extern void dl_position_advance(const DlPositionRead *pr, DlJobPos stop);
 
 /* maintain.c */
 extern int	dl_job_retention;

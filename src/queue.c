@@ -357,6 +357,13 @@ dl_wake_for_jobs_back(void)
  * and their number into *claimed.  The caller may claim from the queue,
  * holds the session's use lock and has found it live at now.  Returns
  * false, doing nothing, where the direct paths do not apply.
+ *
+ * With claim positions (position.c), the queue is walked one priority
+ * group at a time, each from its position, which the walk then moves on
+ * to the first job it could not rule out: one it claimed, could not lock,
+ * or found not yet due.  A group's jobs are in run_at order, so its first
+ * job not yet due ends its walk.  Without them, the queue is walked from
+ * its start in one scan.
  */
 static bool
 queue_claim_direct(Oid owner, Datum queue, Datum session_id,
@@ -367,8 +374,9 @@ queue_claim_direct(Oid owner, Datum queue, Datum session_id,
 	JobsTable	jt;
 	AttrNumber	updated[4];
 	Relation	idx;
-	IndexScanDesc scan;
 	uint64		n = 0;
+	bool		walked = false;
+	int32		priority = 0;
 
 	cat = dl_catalog();
 	updated[0] = cat->job_status;
@@ -378,39 +386,81 @@ queue_claim_direct(Oid owner, Datum queue, Datum session_id,
 	if (!dl_jobs_open(&jt, updated, lengthof(updated)))
 		return false;
 	idx = index_open(cat->jobs_claim_idx, RowExclusiveLock);
-	scan = dl_jobs_scan_queue(&jt, idx, owner, queue);
 
-	while (n < (uint64) max_jobs &&
-		   index_getnext_slot(scan, ForwardScanDirection, jt.old))
+	while (n < (uint64) max_jobs)
 	{
-		Datum	   *v;
+		DlPositionRead pr;
+		DlJobPos	stop = {0, 0};
+		bool		stopped = false;
+		IndexScanDesc scan;
 
-		CHECK_FOR_INTERRUPTS();
-		dl_jobs_new_from_old(&jt);
-		v = jt.old->tts_values;
-		if (DatumGetObjectId(v[cat->job_status - 1]) != cat->status_pending ||
-			DatumGetTimestampTz(v[cat->job_run_at - 1]) > now)
-			continue;
-		if (!dl_jobs_lock_or_skip(&jt, scan->xs_snapshot))
-			continue;			/* held or changed by somebody else: skip */
+		if (!jt.positions)
+		{
+			if (walked)
+				break;
+			dl_position_none(&pr);
+			scan = dl_jobs_scan_queue(&jt, idx, owner, queue, NULL, DT_NOBEGIN);
+		}
+		else
+		{
+			if (!dl_jobs_next_group(&jt, idx, owner, queue, walked, priority,
+									&priority))
+				break;
+			/* before the scan's snapshot is taken */
+			dl_position_read(owner, queue, priority, &pr);
+			scan = dl_jobs_scan_queue(&jt, idx, owner, queue, &priority,
+									  pr.mark.run_at);
+		}
+		walked = true;
 
-		dl_jobs_set(&jt, cat->job_status,
-					ObjectIdGetDatum(cat->status_running), false);
-		dl_jobs_set(&jt, cat->job_session_id, session_id, false);
-		dl_jobs_set(&jt, cat->job_claimed_at, TimestampTzGetDatum(now),
-					false);
-		dl_jobs_set(&jt, cat->job_attempts,
-					Int32GetDatum(DatumGetInt32(v[cat->job_attempts - 1]) + 1),
-					false);
-		/* the version is locked by us: the update cannot find it changed */
-		if (dl_jobs_update(&jt, scan->xs_snapshot, true) != TM_Ok)
-			elog(ERROR, "could not update locked job");
+		while (n < (uint64) max_jobs &&
+			   index_getnext_slot(scan, ForwardScanDirection, jt.old))
+		{
+			Datum	   *v;
+			DlJobPos	pos;
 
-		tuplestore_puttupleslot(store, jt.new);
-		n++;
+			CHECK_FOR_INTERRUPTS();
+			dl_jobs_new_from_old(&jt);
+			v = jt.old->tts_values;
+			pos.run_at = DatumGetTimestampTz(v[cat->job_run_at - 1]);
+			pos.id = DatumGetInt64(v[cat->job_id - 1]);
+			if (dl_jobpos_cmp(&pos, &pr.mark) < 0 ||
+				DatumGetObjectId(v[cat->job_status - 1]) != cat->status_pending)
+				continue;
+			if (!stopped)
+			{
+				stop = pos;
+				stopped = true;
+			}
+			if (pos.run_at > now)
+			{
+				if (jt.positions)
+					break;		/* the rest of the group is later still */
+				continue;
+			}
+			if (!dl_jobs_lock_or_skip(&jt, scan->xs_snapshot))
+				continue;		/* held or changed by somebody else: skip */
+
+			dl_jobs_set(&jt, cat->job_status,
+						ObjectIdGetDatum(cat->status_running), false);
+			dl_jobs_set(&jt, cat->job_session_id, session_id, false);
+			dl_jobs_set(&jt, cat->job_claimed_at, TimestampTzGetDatum(now),
+						false);
+			dl_jobs_set(&jt, cat->job_attempts,
+						Int32GetDatum(DatumGetInt32(v[cat->job_attempts - 1]) + 1),
+						false);
+			/* the version is locked by us: the update cannot find it changed */
+			if (dl_jobs_update(&jt, scan->xs_snapshot, true) != TM_Ok)
+				elog(ERROR, "could not update locked job");
+
+			tuplestore_puttupleslot(store, jt.new);
+			n++;
+		}
+		dl_jobs_scan_end(scan);
+		if (stopped)
+			dl_position_advance(&pr, stop);
 	}
 
-	dl_jobs_scan_end(scan);
 	index_close(idx, NoLock);
 	dl_jobs_close(&jt);
 	*claimed = n;

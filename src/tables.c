@@ -40,6 +40,7 @@
 
 #include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/itup.h"
 #include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -47,6 +48,7 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_enum.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_trigger.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
@@ -63,22 +65,34 @@
 
 /*
  * Whether an UPDATE of rel would do nothing but what the direct paths do:
- * no trigger, rule or forced row security, no NOT NULL on result, no
- * CHECK constraint or stored
+ * no trigger but distlock's own jobs_pending, no rule or forced row
+ * security, no NOT NULL on result, no CHECK constraint or stored
  * generated column (ExecUpdate would check or compute them), no
  * inheritance children, and no ExecutorCheckPerms_hook that would want to
  * see the statement (sepgsql).  Only the table's owner can add any of
- * these; the SQL paths then apply them.
+ * these; the SQL paths then apply them.  jobs_pending fires only for
+ * versions made pending, which the direct paths never write (they claim
+ * and complete), so it has nothing to do for them.  *positions says
+ * whether it fires always, as claim positions need (position.c).
  */
 static bool
-jobs_plain(Relation rel, const DistlockCatalog *cat)
+jobs_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
 {
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
+	TriggerDesc *trig = rel->trigdesc;
 
+	*positions = false;
+	if (trig != NULL)
+	{
+		if (trig->numtriggers != 1 ||
+			trig->triggers[0].tgfoid != cat->jobs_pending_fn)
+			return false;
+		*positions = trig->triggers[0].tgenabled == TRIGGER_FIRES_ALWAYS;
+	}
 	/* result is the one column the direct paths may set to NULL */
 	if (TupleDescAttr(RelationGetDescr(rel), cat->job_result - 1)->attnotnull)
 		return false;
-	return rel->trigdesc == NULL && rel->rd_rules == NULL &&
+	return rel->rd_rules == NULL &&
 		!rel->rd_rel->relforcerowsecurity &&
 		!rel->rd_rel->relhassubclass &&
 		(constr == NULL ||
@@ -103,7 +117,7 @@ dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
 	/* what this transaction did so far is visible to our snapshots */
 	CommandCounterIncrement();
 	jt->rel = table_open(jt->cat->jobs, RowExclusiveLock);
-	if (!jobs_plain(jt->rel, jt->cat))
+	if (!jobs_plain(jt->rel, jt->cat, &jt->positions))
 	{
 		table_close(jt->rel, NoLock);
 		return false;
@@ -262,24 +276,82 @@ dl_jobs_scan(JobsTable *jt, Relation index, RegProcedure eq, Datum value)
 }
 
 /*
- * Begin a scan of jobs_claim_idx for the jobs of owner's queue, as
- * dl_jobs_scan() does.
+ * Set keys[0] and [1] to find, in jobs_claim_idx, the jobs of owner's queue
+ * and key [2] to compare the priority to priority by strategy (proc).
  */
-IndexScanDesc
-dl_jobs_scan_queue(JobsTable *jt, Relation index, Oid owner, Datum queue)
+static void
+claim_keys(Relation index, ScanKey keys, Oid owner, Datum queue,
+		   StrategyNumber strategy, RegProcedure proc, int32 priority)
 {
-	ScanKeyData keys[2];
-	IndexScanDesc scan;
-
 	ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   index->rd_indcollation[0], F_OIDEQ,
 						   ObjectIdGetDatum(owner));
 	ScanKeyEntryInitialize(&keys[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
 						   index->rd_indcollation[1], F_TEXTEQ, queue);
+	ScanKeyEntryInitialize(&keys[2], 0, 3, strategy, InvalidOid,
+						   index->rd_indcollation[2], proc,
+						   Int32GetDatum(priority));
+}
+
+/*
+ * Begin a scan of jobs_claim_idx for the jobs of owner's queue, or (with
+ * priority) of its jobs of that priority that are due from (DT_NOBEGIN:
+ * all), as dl_jobs_scan() does.
+ */
+IndexScanDesc
+dl_jobs_scan_queue(JobsTable *jt, Relation index, Oid owner, Datum queue,
+				   const int32 *priority, TimestampTz from)
+{
+	ScanKeyData keys[4];
+	int			nkeys = priority ? 3 : 2;
+	IndexScanDesc scan;
+
+	claim_keys(index, keys, owner, queue, BTEqualStrategyNumber, F_INT4EQ,
+			   priority ? *priority : 0);
+	if (priority && from != DT_NOBEGIN)
+		ScanKeyEntryInitialize(&keys[nkeys++], 0, 4,
+							   BTGreaterEqualStrategyNumber, InvalidOid,
+							   index->rd_indcollation[3], F_TIMESTAMPTZ_GE,
+							   TimestampTzGetDatum(from));
 	scan = dl_index_beginscan(jt->rel, index,
-							  RegisterSnapshot(GetLatestSnapshot()), 2, 0);
-	index_rescan(scan, keys, 2, NULL, 0);
+							  RegisterSnapshot(GetLatestSnapshot()), nkeys, 0);
+	index_rescan(scan, keys, nkeys, NULL, 0);
 	return scan;
+}
+
+/*
+ * The priority of the first group of owner's queue in jobs_claim_idx, or
+ * with after of the first after prev in claim order (a lower priority),
+ * into *priority; false if there is none.  Only the index is read: the
+ * entry found may be of a version nobody can see any more, and then the
+ * group may have no job at all.  Entries known dead (killed) are read
+ * too, rather than stepped over: they have the key all the same.
+ */
+bool
+dl_jobs_next_group(JobsTable *jt, Relation index, Oid owner, Datum queue,
+				   bool after, int32 prev, int32 *priority)
+{
+	ScanKeyData keys[3];
+	int			nkeys = after ? 3 : 2;
+	IndexScanDesc scan;
+	bool		found;
+
+	claim_keys(index, keys, owner, queue, BTLessStrategyNumber, F_INT4LT,
+			   prev);
+	scan = dl_index_beginscan(jt->rel, index, SnapshotAny, nkeys, 0);
+	scan->xs_want_itup = true;
+	scan->ignore_killed_tuples = false;
+	index_rescan(scan, keys, nkeys, NULL, 0);
+	found = index_getnext_tid(scan, ForwardScanDirection) != NULL;
+	if (found)
+	{
+		bool		isnull;
+
+		*priority = DatumGetInt32(index_getattr(scan->xs_itup, 3,
+												scan->xs_itupdesc, &isnull));
+	}
+	index_endscan(scan);
+	return found;
 }
 
 void

@@ -24,8 +24,8 @@ statements distlock ran inside its functions (pgss).
 The WAL text is turned into one change record per row change (decode_wal):
 table, operation, transaction id, commit time, and the row before and
 after with the columns the invariants read, times in microseconds.  The
-harness puts nothing on distlock's tables (a trigger would divert the
-queue to its SQL path), so two things that its audit triggers used to
+harness puts nothing on distlock's tables (a trigger of its own would
+divert the queue to its SQL path), so two things that its audit triggers used to
 record are derived here instead:
 
   - the row before an UPDATE or DELETE.  test_decoding prints the old row
@@ -1384,8 +1384,9 @@ def which_path(h, ck):
     """Whether the calls took the path the run is for: with
     distlock.direct_path on (the default), claims and acknowledgements work
     on the table directly and the SQL path's statements never run; with it
-    off, they run.  Nothing on distlock's tables may divert them (a trigger,
-    a rule, forced row security), and pg_stat_statements must have counted
+    off, they run.  Nothing on distlock's tables may divert them (a trigger
+    other than distlock's own jobs_pending, a rule, forced row security),
+    and pg_stat_statements must have counted
     distlock's other nested statements, or its zero would prove nothing."""
     meta, f = h["meta"], ck.fig
     want = meta.get("path", "direct")
@@ -1405,8 +1406,8 @@ def which_path(h, ck):
     if not calls["other"]:
         bad.append("pg_stat_statements counted none of distlock's nested statements")
     tail = ("; distlock's other statements inside its functions %d calls (pg_stat_statements,"
-            " track = all: %d samples over %d counter lifetimes); no trigger, rule or forced"
-            " row security on distlock's tables" % (calls["other"], samples, lives))
+            " track = all: %d samples over %d counter lifetimes); no trigger but jobs_pending,"
+            " no rule or forced row security on distlock's tables" % (calls["other"], samples, lives))
     if not ck.has_queue:
         return not bad, ("path: distlock.direct_path = %s; the lease functions have one"
                          " implementation%s%s" % (setting, tail,

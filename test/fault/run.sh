@@ -10,10 +10,12 @@
 # flagged, a clean history must pass), then each scenario on a throwaway
 # cluster of its own: D1 locks, D2 queue, D4 crash cycles, and the pool hop
 # through PgBouncer in transaction pooling mode (with the advisory-lock
-# comparison), with distlock.direct_path on, the default; then the queue
-# scenarios once more, smaller, with distlock.direct_path = off in
-# postgresql.conf (d2-sql, pool-sql): the queue's two implementations each
-# face the faults.  workload.py runs the clients and injects the faults,
+# comparison), with distlock.direct_path on, the default, and distlock
+# preloaded (its claim positions and wake-ups in shared memory, which a
+# crash resets); then the queue scenarios once more, smaller, with
+# distlock.direct_path = off in postgresql.conf and nothing preloaded
+# (d2-sql, pool-sql): the queue's two implementations each face the
+# faults.  workload.py runs the clients and injects the faults,
 # checker.py judges the recorded history and which path the calls took.
 # The clusters keep the history without touching distlock's tables: a
 # logical replication slot (wal_level = logical, test_decoding) and commit
@@ -72,10 +74,14 @@ for s in "${scenarios[@]}"; do
 	esac
 	# NAME-sql: scenario NAME on the queue's SQL path
 	scenario=${s%-sql}
+	# the direct path with its claim positions and wake-ups in shared
+	# memory (distlock preloaded, its background worker stopped)
 	path=direct
-	conf=()
+	preload="pg_stat_statements, distlock"
+	conf=("distlock.maintenance_naptime = 0")
 	if [ "$scenario" != "$s" ]; then
 		path=sql
+		preload="pg_stat_statements"
 		conf=("distlock.direct_path = off")
 	fi
 	d="$work/$s"
@@ -88,7 +94,7 @@ for s in "${scenarios[@]}"; do
 		"restart_after_crash = on" "max_connections = 200" \
 		"log_min_messages = warning" \
 		"wal_level = logical" "max_replication_slots = 4" \
-		"shared_preload_libraries = 'pg_stat_statements'" \
+		"shared_preload_libraries = '$preload'" \
 		"pg_stat_statements.track = all" "${conf[@]}"; then
 		echo "not ok - $s: cluster did not start"
 		continue

@@ -1101,13 +1101,16 @@ class Orchestrator:
             " WHERE c.relnamespace = 'distlock'::regnamespace"
             " AND c.relkind IN ('r', 'S', 'i', 'p') ORDER BY 1").fetchall()]
         # What would send claims and acknowledgements down the SQL path
-        # whatever distlock.direct_path says (src/direct.c, jobs_open()):
-        # a trigger (internal ones too), a rule or forced row security on
-        # distlock's tables.  There must be none.
+        # whatever distlock.direct_path says (src/tables.c, dl_jobs_open()):
+        # a trigger (internal ones too) other than distlock's own
+        # jobs_pending firing always (src/tables.c, jobs_plain()), a rule or
+        # forced row security on distlock's tables.  There must be none.
         self.meta["diverters"] = [list(r) for r in c.execute(
             "SELECT c.relname, 'trigger', t.tgname FROM pg_trigger t"
             " JOIN pg_class c ON c.oid = t.tgrelid"
             " WHERE c.relnamespace = 'distlock'::regnamespace"
+            " AND NOT (t.tgfoid = 'distlock.jobs_pending()'::regprocedure"
+            "  AND t.tgenabled = 'A')"
             " UNION ALL SELECT c.relname, 'rule', r.rulename FROM pg_rewrite r"
             " JOIN pg_class c ON c.oid = r.ev_class"
             " WHERE c.relnamespace = 'distlock'::regnamespace AND c.relkind = 'r'"

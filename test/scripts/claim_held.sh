@@ -1,0 +1,113 @@
+#!/bin/bash
+# test/scripts/claim_held.sh -- the claim positions (src/position.c): with
+# distlock preloaded, a claim's cost does not grow with the index entries
+# earlier claims left behind while a transaction holds vacuum back, and
+# under concurrent enqueues and claims no job is ever skipped or claimed
+# twice.
+#
+# The cost is measured, as in claim_scale.sh, in shared-buffer accesses to
+# distlock's relations per claim + complete cycle (deterministic, so
+# asserted; latency is printed for information only).  Without positions
+# each claim would step over every entry left since the horizon was taken:
+# here DEAD of them, and then the run's own.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+test_cluster_start held "autovacuum = off" "shared_buffers = 256MB" \
+	"shared_preload_libraries = 'distlock'" "distlock.maintenance_naptime = 0"
+CYCLES=${CYCLES:-400}
+DEAD=${DEAD:-20000}
+psql -c "CREATE EXTENSION distlock"
+sid=$(psql -At -c "SELECT distlock.session_open('1 hour', 'held')")
+cycle="$dir/cycle.sql"
+echo "SELECT distlock.complete(id, :sid) FROM distlock.claim('hot', :sid);" >"$cycle"
+chmod 644 "$cycle"
+
+blocks()
+{
+	psql -At -c "
+		SELECT coalesce(sum(coalesce(heap_blks_hit, 0) + coalesce(heap_blks_read, 0)
+						  + coalesce(idx_blks_hit, 0) + coalesce(idx_blks_read, 0)), 0)
+		  FROM pg_statio_all_tables WHERE schemaname = 'distlock'"
+}
+
+# cycles NAME: CYCLES + 1 fresh jobs, one cycle to warm up, then CYCLES
+# cycles, which must take exactly the rest.
+cycles()
+{
+	local name=$1 b0 b1 lat left
+	psql -c "SELECT distlock.enqueue('hot', jsonb_build_object('i', i)) FROM generate_series(0, $CYCLES) i" >/dev/null
+	"$PG_BINDIR/pgbench" -n -M prepared -c 1 -t 1 -D sid="$sid" -f "$cycle" >/dev/null 2>&1
+	sleep 1.1				# that backend's statistics, flushed on exit
+	b0=$(blocks)
+	"$PG_BINDIR/pgbench" -n -M prepared -c 1 -t "$CYCLES" -D sid="$sid" \
+		-f "$cycle" >"$dir/pgbench.log" 2>&1 || { cat "$dir/pgbench.log"; exit 1; }
+	lat=$(awk '/latency average/ { print $4 }' "$dir/pgbench.log")
+	sleep 1.1
+	b1=$(blocks)
+	left=$(psql -At -c "SELECT count(*) FROM distlock.jobs WHERE queue = 'hot' AND status = 'pending'")
+	[ "$left" -eq 0 ] || { echo "not ok - $name: $left jobs left unclaimed"; exit 1; }
+	eval "blocks_$name=$(( (b1 - b0) / CYCLES ))"
+	eval "lat_$name=$lat"
+	printf '%-12s %8s blocks/cycle %10s ms/cycle\n' "$name" "$(( (b1 - b0) / CYCLES ))" "$lat"
+}
+
+echo "claim + complete, $CYCLES cycles"
+psql -c "VACUUM ANALYZE distlock.jobs"
+cycles vacuumed
+
+# A transaction with an xid holds the horizon; then DEAD jobs are enqueued
+# and claimed (in batches of 1000), leaving DEAD entries that no vacuum
+# and no pruning can remove while it lasts, ahead of every job to come.
+psql -c "BEGIN; SELECT pg_current_xact_id(); SELECT pg_sleep(600)" >/dev/null 2>&1 &
+holder=$!
+stop_holder()
+{
+	kill "$holder" 2>/dev/null || true
+}
+test_on_exit=stop_holder
+for _ in $(seq 100); do
+	[ "$(psql -At -c "SELECT count(*) FROM pg_stat_activity WHERE backend_xid IS NOT NULL AND query LIKE '%pg_sleep(600)%'")" = 1 ] && break
+	sleep 0.1
+done
+psql -c "SELECT count(distlock.enqueue('hot', '{}')) FROM generate_series(1, $DEAD)" >/dev/null
+psql -c "DO \$\$ BEGIN FOR i IN 1..($DEAD + 999) / 1000 LOOP
+	PERFORM distlock.claim('hot', '$sid', 1000); END LOOP; END \$\$"
+psql -c "VACUUM distlock.jobs"
+cycles held
+
+ratio=$(awk -v a="$blocks_held" -v e="$blocks_vacuumed" 'BEGIN { printf "%.2f", a / e }')
+lr=$(awk -v a="$lat_held" -v e="$lat_vacuumed" 'BEGIN { printf "%.2f", a / e }')
+if awk -v r="$ratio" 'BEGIN { exit !(r < 1.5) }'; then
+	echo "ok - claim beside $DEAD dead entries and its run's own, vacuum held back: $ratio x the buffer accesses after VACUUM (latency $lr x)"
+else
+	echo "not ok - claim beside $DEAD dead entries and its run's own, vacuum held back: $ratio x the buffer accesses after VACUUM (latency $lr x)"
+fi
+stop_holder
+wait "$holder" 2>/dev/null || true
+
+# Concurrent producers and claimers, the producers' jobs due at random
+# times in the past and at random priorities, so that most land before
+# the positions the claims leave; then a drain.  A job a position skipped
+# would be left pending; one claimed twice would show two attempts.
+psql -c "CREATE TABLE sess AS SELECT n, distlock.session_open('1 hour', 'mix' || n) AS id
+		 FROM generate_series(1, 4) n; GRANT SELECT ON sess TO PUBLIC"
+cat >"$dir/produce.sql" <<'SQL'
+SELECT distlock.enqueue('mix', '{}', now() - random() * interval '10 seconds', (random() * 2)::int);
+SQL
+cat >"$dir/consume.sql" <<'SQL'
+SELECT distlock.complete(j.id, s.id) FROM sess s, distlock.claim('mix', s.id) j WHERE s.n = :client_id % 4 + 1;
+SQL
+chmod 644 "$dir/produce.sql" "$dir/consume.sql"
+"$PG_BINDIR/pgbench" -n -M prepared -c 4 -j 2 -T "${MIX_SECS:-8}" \
+	-f "$dir/produce.sql@2" -f "$dir/consume.sql@1" >"$dir/mix.log" 2>&1 ||
+	{ cat "$dir/mix.log"; exit 1; }
+psql -c "DO \$\$ BEGIN
+	WHILE EXISTS (SELECT FROM distlock.claim('mix', (SELECT id FROM sess WHERE n = 1), 1000)) LOOP
+	END LOOP; END \$\$"
+read -r total pending twice <<<"$(psql -At -F ' ' -c "
+	SELECT count(*), count(*) FILTER (WHERE status = 'pending'),
+		   count(*) FILTER (WHERE attempts > 1)
+	  FROM distlock.jobs WHERE queue = 'mix'")"
+echo "$total jobs enqueued under concurrent claims"
+check "concurrent enqueues before the positions: no job left pending after the drain" "$pending" 0
+check "concurrent enqueues before the positions: no job claimed twice" "$twice" 0
