@@ -473,17 +473,23 @@ COMMENT ON FUNCTION distlock.cancel_jobs(text, regrole) IS
 -- Claim positions (src/position.c): a claim starts each priority group of
 -- its queue where the last claims left off, instead of stepping over every
 -- entry earlier claims left in jobs_claim_idx (all of them, while anything
--- holds vacuum back).  Every statement that makes a job pending, whoever
--- runs it, fires this trigger, so that its commit moves the group's
--- position back to the job.  ALWAYS: in replication and restores too.
+-- holds vacuum back).  Every statement that makes a job pending or takes
+-- one out of pending, whoever runs it, fires one of these triggers, so
+-- that its commit or abort moves the group's position back to the job.
+-- ALWAYS: in replication and restores too.
 CREATE FUNCTION distlock.jobs_pending()
 RETURNS trigger
 AS 'MODULE_PATHNAME', 'distlock_jobs_pending'
 LANGUAGE C;
 COMMENT ON FUNCTION distlock.jobs_pending() IS
-	'trigger: notes the jobs a statement makes pending, so that claims do not start past them';
+	'trigger: notes the jobs a statement makes pending (''new'') or takes out of pending (''old''), so that claims never start past them';
 CREATE TRIGGER jobs_pending AFTER INSERT OR UPDATE ON distlock.jobs
 	FOR EACH ROW
 	WHEN (NEW.status OPERATOR(pg_catalog.=) 'pending'::distlock.job_status)
-	EXECUTE FUNCTION distlock.jobs_pending();
+	EXECUTE FUNCTION distlock.jobs_pending('new');
+CREATE TRIGGER jobs_unpending AFTER UPDATE OR DELETE ON distlock.jobs
+	FOR EACH ROW
+	WHEN (OLD.status OPERATOR(pg_catalog.=) 'pending'::distlock.job_status)
+	EXECUTE FUNCTION distlock.jobs_pending('old');
 ALTER TABLE distlock.jobs ENABLE ALWAYS TRIGGER jobs_pending;
+ALTER TABLE distlock.jobs ENABLE ALWAYS TRIGGER jobs_unpending;

@@ -238,6 +238,13 @@ extern uint64 dl_exec_latest_read(DistlockStmt *stmt, Datum *values,
 extern Datum dl_getattr(int row, int col, bool *isnull);
 extern int64 dl_getint64(int row, int col);
 
+/* A job's place in its priority group of jobs_claim_idx (position.c). */
+typedef struct DlJobPos
+{
+	TimestampTz run_at;
+	int64		id;
+} DlJobPos;
+
 /* tables.c: distlock.jobs opened for direct updates */
 typedef struct JobsTable
 {
@@ -260,7 +267,9 @@ extern IndexScanDesc dl_jobs_scan(JobsTable *jt, Relation index,
 extern IndexScanDesc dl_jobs_scan_queue(JobsTable *jt, Relation index,
 									   Oid owner, Datum queue,
 									   const int32 *priority,
-									   TimestampTz from);
+									   const DlJobPos *from);
+extern bool dl_jobs_next(IndexScanDesc scan, TupleTableSlot *slot,
+						 DlJobPos *walked);
 extern bool dl_jobs_next_group(JobsTable *jt, Relation index, Oid owner,
 							   Datum queue, bool after, int32 prev,
 							   int32 *priority);
@@ -409,12 +418,6 @@ extern void dl_wake_at_end(DistlockWaitKind kind, Oid owner, Datum name,
 extern void dl_wake_for_jobs_back(void);
 
 /* position.c: where a claim of a queue's priority group may start */
-typedef struct DlJobPos
-{
-	TimestampTz run_at;
-	int64		id;
-} DlJobPos;
-
 /* Longer queue names have no positions. */
 #define DL_POSITION_NAME_MAX	63
 
@@ -437,11 +440,15 @@ typedef struct DlPositionRead
 } DlPositionRead;
 
 extern void dl_position_preload(void);
+extern bool dl_positions_available(void);
 extern int	dl_jobpos_cmp(const DlJobPos *a, const DlJobPos *b);
 extern void dl_position_none(DlPositionRead *pr);
 extern void dl_position_read(Oid owner, Datum queue, int32 priority,
 							 DlPositionRead *pr);
 extern void dl_position_advance(const DlPositionRead *pr, DlJobPos stop);
+extern void dl_position_taken(const DlPositionRead *pr, DlJobPos pos);
+extern void dl_position_at_end(bool commit);
+extern void dl_position_at_subabort(void);
 
 /* maintain.c */
 extern int	dl_job_retention;

@@ -19,6 +19,14 @@
  *	  invalidated by a caller's search_path.  A setting rather than the
  *	  override search path core withdrew: a trigger or function of the
  *	  owner's with its own SET search_path keeps it;
+ *	- enable_seqscan is off, at the same level, so that every statement
+ *	  finds its rows by index whatever the statistics say: a plan made
+ *	  while a table was nearly empty (after the install, a TRUNCATE, a
+ *	  DELETE and VACUUM) is kept until the table is next analysed, and a
+ *	  sequential scan chosen then would read the whole table on every call
+ *	  as it fills.  Where no index serves (maintain()'s scan for free lock
+ *	  rows) the scan is still planned; the views, which read every row the
+ *	  caller may see, turn it back on (views.c);
  *	- SPI is connected.
  *
  * This is what fmgr does for a SECURITY DEFINER function with SET
@@ -74,6 +82,9 @@ dl_enter(DistlockCall *call, const char *fname, bool writes)
 
 	call->save_nestlevel = NewGUCNestLevel();
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+	(void) set_config_option("enable_seqscan", "off",
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
 

@@ -18,49 +18,63 @@
  * pending and claimable now, nor will be without a later commit that makes
  * a version pending (an enqueue, a failed attempt or a reaped session
  * handing a job back, reassign_owned() moving jobs, an administrator's
- * UPDATE of run_at, a restore).  Every statement that writes a pending
- * version fires the trigger jobs_pending (below), which notes it; the
- * commit, once visible to others (XACT_EVENT_COMMIT comes after
- * ProcArrayEndTransaction), lowers the position of the version's group to
- * at most its key and bumps the bucket's generation, remembering the key
- * in a ring.  A claim reads
- * the position and the generation g before it takes the snapshot it scans
- * with, and moves the position only to the key S of the first entry it
- * could not rule out:
+ * UPDATE of run_at, a restore) or a later abort of a transaction that took
+ * one out of pending (a claim, a cancel, a delete).  Every statement that
+ * does either fires one of the triggers jobs_pending and jobs_unpending
+ * (below), and a claim on the direct path, which fires none, notes its
+ * jobs itself; once the transaction's end is visible to others
+ * (XACT_EVENT_COMMIT and XACT_EVENT_ABORT come after
+ * ProcArrayEndTransaction; a subtransaction's abort after its abort is
+ * recorded), the position of each group is lowered to the lowest key made
+ * pending (at commit) or taken (at an abort), the bucket's generation is
+ * bumped and the key remembered in a ring.  A claim reads the position and
+ * the generation g before it takes the snapshot it scans the group with,
+ * starting at the position, or at the lowest key its own transaction made
+ * pending if that is lower (its own enqueues and the jobs its reaping
+ * handed back are visible to it before it commits).  It moves the
+ * position only to the key S of the first job it could not rule out:
  *
- *	- a job it claimed itself (its transaction may yet roll back),
- *	- a job it could not lock (another transaction holds or changed it, and
- *	  may roll back, or may be a claim in flight),
+ *	- a job it claimed itself,
+ *	- a job it could not lock (another transaction holds or changed it),
  *	- a job not yet due (it becomes claimable without any commit; every
- *	  later entry of the group is later still, so the walk ends there).
+ *	  later entry of the group is later still, so the walk ends there),
  *
- * Every entry it passed before S was either one it read and found not
+ * or, having ruled out every entry to the end of the group, just past the
+ * last entry it read.  Every entry it passed was either read and found not
  * pending, or invisible to its snapshot: of a version deleted or updated
- * by a committed transaction (claimed, finished: it stays so), or written
- * by one that had not committed when the snapshot was taken.  Had that one
- * committed before the generation was read, the snapshot would see it; so
- * its commit lowers the position afterwards, with a generation above g.
- * When the claim sets the position, it takes the lowest key of those
- * lowerings after g from the ring, and sets the position to the smaller of
- * S and that key (nothing, if more lowerings came than the ring keeps),
- * unless the position is already further on (another claim's sound
- * position; the greater of two sound positions is sound).  A rolled-back
- * claim or cancel leaves its rows as they were, at or after the position
- * every walk stopped at.  So a position is sound whenever it is read.
+ * by a committed transaction (claimed, finished: it stays so), by its own
+ * transaction (should that roll back, the abort lowers the position), or
+ * written by one that had not committed when the snapshot was taken.  Had
+ * that one committed before the generation was read, the snapshot would
+ * see it; so its commit lowers the position afterwards, with a generation
+ * above g.  When the claim sets the position, it takes the lowest key of
+ * the lowerings after g from the ring, and sets the position to the
+ * smaller of S and that key (nothing, if more lowerings came than the ring
+ * keeps), unless the position is already further on (another claim's
+ * sound position; the greater of two sound positions is sound).  So a
+ * position is sound whenever it is read, but for lowerings still to come:
+ * a claim that reads it just before a commit or abort lowers it may miss
+ * that job once, as a claim just before the commit would, and the next
+ * claim starts at it.  (The first two stops are belt and braces: a claim's
+ * or another transaction's abort lowers the position to its jobs anyway;
+ * a row only locked, as by SELECT ... FOR UPDATE, fires no trigger, and
+ * needs the second.)  Claims lock the rows they take, so no job is
+ * claimed twice whatever the positions say.
  *
- * A claim uses the positions only while jobs_pending is the table's one
- * trigger and fires always (in replication and restores too), so only a
- * superuser can write pending versions unnoted: by disabling it (claims
- * then walk from each group's start), writing, and enabling it again;
- * what was written meanwhile is claimed once the positions are gone (a
- * server restart).  A transaction that made jobs pending cannot be
- * prepared (PREPARE TRANSACTION raises 0A000, as it does after LISTEN):
- * its commit would come from another backend, perhaps after the restart
- * that took the positions, and lower nothing.
+ * A claim uses the positions only while jobs_pending and jobs_unpending
+ * are the table's only triggers and fire always (in replication and
+ * restores too), so only a superuser can change pending versions unnoted:
+ * by disabling them (claims then walk from each group's start), writing,
+ * and enabling them again; what was written meanwhile may be skipped
+ * until the positions are gone (a server restart).  A transaction that
+ * made jobs pending or took them cannot be prepared (PREPARE TRANSACTION
+ * raises 0A000, as it does after LISTEN): its end would come from another
+ * backend, perhaps after a restart, and lower nothing.
  *
  * The positions are a cache: buckets by a hash of (database, jobs table,
- * owner, queue, priority), one position each, taken over by another key on
- * a collision; a group without one (a new group, a collision, a queue name
+ * owner, queue, priority), seeded at random when the shared memory is made
+ * so that no role can aim at another's bucket, one position each, taken
+ * over by another key on a collision; a group without one (a new group, a collision, a queue name
  * longer than DL_POSITION_NAME_MAX bytes, no shared memory) is walked from
  * its start, as always.  A lowering applies to its bucket whoever holds
  * it, which only ever lowers a position.  The shared memory comes as the
@@ -81,6 +95,7 @@
 #include "access/xact.h"
 #include "commands/trigger.h"
 #include "common/hashfn.h"
+#include "common/pg_prng.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
@@ -106,35 +121,44 @@ typedef struct PositionBucket
 	DlJobPos	ring[POSITION_RING];	/* key of lowering gen, at gen % RING */
 } PositionBucket;
 
-/* A lowering this transaction makes at commit: bucket and lowest key. */
+typedef struct PositionShared
+{
+	uint64		seed;			/* of the bucket hash: no role can aim at
+								 * another's bucket */
+	PositionBucket buckets[POSITION_BUCKETS];
+} PositionShared;
+
+/*
+ * What this transaction did to a bucket's groups: the lowest key it made
+ * pending (to lower the position to at commit) and the lowest it took out
+ * of pending (claimed, cancelled, deleted: pending again should it roll
+ * back, so the position is lowered to it then).
+ */
 typedef struct PositionNote
 {
 	uint32		bucket;
-	DlJobPos	pos;
+	bool		made;
+	bool		taken;
+	DlJobPos	made_min;
+	DlJobPos	taken_min;
 } PositionNote;
 
-static PositionBucket *positions = NULL;
-static bool position_attach_tried = false;
-static bool position_callback_registered = false;
+static PositionShared *positions = NULL;
+static bool position_callbacks_registered = false;
 static HTAB *position_notes = NULL;	/* in TopTransactionContext */
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
-static Size
-positions_size(void)
-{
-	return mul_size(POSITION_BUCKETS, sizeof(PositionBucket));
-}
-
 static void
 positions_init(void *ptr)
 {
-	PositionBucket *b = (PositionBucket *) ptr;
+	PositionShared *ps = (PositionShared *) ptr;
 
-	memset(b, 0, positions_size());
+	memset(ps, 0, sizeof(PositionShared));
+	ps->seed = pg_prng_uint64(&pg_global_prng_state);
 	for (int i = 0; i < POSITION_BUCKETS; i++)
-		SpinLockInit(&b[i].mutex);
+		SpinLockInit(&ps->buckets[i].mutex);
 }
 
 static void
@@ -142,7 +166,7 @@ position_shmem_request(void)
 {
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-	RequestAddinShmemSpace(positions_size());
+	RequestAddinShmemSpace(sizeof(PositionShared));
 }
 
 static void
@@ -153,7 +177,7 @@ position_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	positions = ShmemInitStruct("distlock positions", positions_size(),
+	positions = ShmemInitStruct("distlock positions", sizeof(PositionShared),
 								&found);
 	if (!found)
 		positions_init(positions);
@@ -170,15 +194,18 @@ dl_position_preload(void)
 	shmem_startup_hook = position_shmem_startup;
 }
 
-static bool
-positions_available(void)
+/*
+ * Whether there are positions.  On 17 and later the DSM registry is asked
+ * on every call until it answers: should it fail (out of memory, a segment
+ * of another size from another build of the library), the error goes to
+ * the caller, so that no backend goes on writing pending jobs unnoted
+ * while others claim by the positions.
+ */
+bool
+dl_positions_available(void)
 {
-	if (!position_attach_tried)
-	{
-		position_attach_tried = true;
-		dl_attach_named_segment((void **) &positions, "distlock positions",
-								positions_size(), positions_init);
-	}
+	dl_attach_named_segment((void **) &positions, "distlock positions",
+							sizeof(PositionShared), positions_init);
 	return positions != NULL;
 }
 
@@ -203,7 +230,7 @@ position_key(Oid owner, Datum queue, int32 priority, DlPositionKey *key,
 	text	   *t = DatumGetTextPP(queue);
 	int			len = VARSIZE_ANY_EXHDR(t);
 
-	if (len > DL_POSITION_NAME_MAX || !positions_available())
+	if (len > DL_POSITION_NAME_MAX || !dl_positions_available())
 		return false;
 	memset(key, 0, sizeof(DlPositionKey));
 	key->dbid = MyDatabaseId;
@@ -212,9 +239,35 @@ position_key(Oid owner, Datum queue, int32 priority, DlPositionKey *key,
 	key->priority = priority;
 	key->len = len;
 	memcpy(key->name, VARDATA_ANY(t), len);
-	*bucket = hash_bytes((const unsigned char *) key, sizeof(DlPositionKey)) %
+	*bucket = hash_bytes_extended((const unsigned char *) key,
+								  sizeof(DlPositionKey), positions->seed) %
 		POSITION_BUCKETS;
 	return true;
+}
+
+static PositionNote *
+position_note(uint32 bucket, bool create)
+{
+	bool		found;
+	PositionNote *note;
+
+	if (position_notes == NULL)
+	{
+		HASHCTL		ctl;
+
+		if (!create)
+			return NULL;
+		ctl.keysize = sizeof(uint32);
+		ctl.entrysize = sizeof(PositionNote);
+		ctl.hcxt = TopTransactionContext;
+		position_notes = hash_create("distlock position notes", 16, &ctl,
+									 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	note = hash_search(position_notes, &bucket,
+					   create ? HASH_ENTER : HASH_FIND, &found);
+	if (note != NULL && !found)
+		note->made = note->taken = false;
+	return note;
 }
 
 /* No position: a walk from the group's start that sets none. */
@@ -228,25 +281,32 @@ dl_position_none(DlPositionRead *pr)
 
 /*
  * Where a claim of owner's queue's priority group starts, into pr->mark
- * (the group's start if it has no position).  Call before taking the
- * snapshot the group is scanned with.
+ * (the group's start if it has no position): the position, or the lowest
+ * key this transaction made pending in the group's bucket if that is
+ * lower (its own enqueues and the jobs its reaping handed back are its to
+ * claim before it commits).  Call before taking the snapshot the group is
+ * scanned with.
  */
 void
 dl_position_read(Oid owner, Datum queue, int32 priority, DlPositionRead *pr)
 {
 	PositionBucket *b;
+	PositionNote *note;
 	uint32		bucket;
 
 	dl_position_none(pr);
 	if (!position_key(owner, queue, priority, &pr->key, &bucket))
 		return;
 	pr->bucket = bucket;
-	b = &positions[bucket];
+	b = &positions->buckets[bucket];
 	SpinLockAcquire(&b->mutex);
 	pr->gen = b->gen;
 	if (b->used && memcmp(&b->key, &pr->key, sizeof(DlPositionKey)) == 0)
 		pr->mark = b->mark;
 	SpinLockRelease(&b->mutex);
+	note = position_note(bucket, false);
+	if (note && note->made && dl_jobpos_cmp(&note->made_min, &pr->mark) < 0)
+		pr->mark = note->made_min;
 }
 
 /*
@@ -261,7 +321,7 @@ dl_position_advance(const DlPositionRead *pr, DlJobPos stop)
 
 	if (pr->bucket < 0 || dl_jobpos_cmp(&stop, &pr->mark) <= 0)
 		return;
-	b = &positions[pr->bucket];
+	b = &positions->buckets[pr->bucket];
 	SpinLockAcquire(&b->mutex);
 	if (b->gen - pr->gen > POSITION_RING)
 	{
@@ -287,92 +347,161 @@ dl_position_advance(const DlPositionRead *pr, DlJobPos stop)
 	SpinLockRelease(&b->mutex);
 }
 
+/* Lower bucket's position to pos, for claims in flight too. */
 static void
-position_xact_callback(XactEvent event, void *arg)
+position_lower(uint32 bucket, DlJobPos pos)
+{
+	PositionBucket *b = &positions->buckets[bucket];
+
+	SpinLockAcquire(&b->mutex);
+	b->gen++;
+	b->ring[b->gen % POSITION_RING] = pos;
+	if (b->used && dl_jobpos_cmp(&pos, &b->mark) < 0)
+		b->mark = pos;
+	SpinLockRelease(&b->mutex);
+}
+
+/*
+ * The end of the transaction, once it is visible to others: at commit,
+ * lower the positions to the jobs it made pending; at an abort, to the
+ * jobs it took out of pending, which are pending again.  wake.c calls
+ * this before it wakes waiters, so that they start where the jobs are;
+ * whichever of the two callbacks comes first acts.
+ */
+void
+dl_position_at_end(bool commit)
 {
 	HASH_SEQ_STATUS seq;
 	PositionNote *note;
 
 	if (position_notes == NULL)
 		return;
+	hash_seq_init(&seq, position_notes);
+	while ((note = hash_seq_search(&seq)) != NULL)
+	{
+		if (commit ? note->made : note->taken)
+			position_lower(note->bucket, commit ? note->made_min :
+						   note->taken_min);
+	}
+	position_notes = NULL;		/* its memory goes with the transaction */
+}
+
+/*
+ * A subtransaction's abort makes what it took out of pending pending
+ * again: lower the positions to everything the transaction took so far
+ * (what its other subtransactions took only costs a walk).
+ */
+void
+dl_position_at_subabort(void)
+{
+	HASH_SEQ_STATUS seq;
+	PositionNote *note;
+
+	if (position_notes == NULL)
+		return;
+	hash_seq_init(&seq, position_notes);
+	while ((note = hash_seq_search(&seq)) != NULL)
+	{
+		if (note->taken)
+			position_lower(note->bucket, note->taken_min);
+	}
+}
+
+static void
+position_xact_callback(XactEvent event, void *arg)
+{
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("cannot PREPARE a transaction that made distlock jobs pending")));
+			if (position_notes != NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that made distlock jobs pending or claimed them")));
 			break;
 		case XACT_EVENT_COMMIT:
-			/* visible to others now: lower the positions before them */
-			hash_seq_init(&seq, position_notes);
-			while ((note = hash_seq_search(&seq)) != NULL)
-			{
-				PositionBucket *b = &positions[note->bucket];
-
-				SpinLockAcquire(&b->mutex);
-				b->gen++;
-				b->ring[b->gen % POSITION_RING] = note->pos;
-				if (b->used && dl_jobpos_cmp(&note->pos, &b->mark) < 0)
-					b->mark = note->pos;
-				SpinLockRelease(&b->mutex);
-			}
-			position_notes = NULL;
-			break;
 		case XACT_EVENT_ABORT:
+			dl_position_at_end(event == XACT_EVENT_COMMIT);
+			break;
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
-			position_notes = NULL;	/* its memory goes with the transaction */
+			position_notes = NULL;
 			break;
 		default:
 			break;
 	}
 }
 
-/*
- * This transaction makes a version of a job of owner's queue pending, at
- * priority and key pos: once it commits, no position of the group may be
- * beyond pos.  (A subtransaction that aborts leaves the note: one lowering
- * too many only costs a walk.)
- */
 static void
-position_note(Oid owner, Datum queue, int32 priority, DlJobPos pos)
+position_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						  SubTransactionId parentSubid, void *arg)
 {
-	DlPositionKey key;
-	uint32		bucket;
-	PositionNote *note;
-	bool		found;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		dl_position_at_subabort();
+}
 
-	if (!position_key(owner, queue, priority, &key, &bucket))
-		return;
-	if (!position_callback_registered)
+/* Note that this transaction made pending (made) or took the job at pos. */
+static void
+position_add(uint32 bucket, DlJobPos pos, bool made)
+{
+	PositionNote *note;
+
+	if (!position_callbacks_registered)
 	{
 		RegisterXactCallback(position_xact_callback, NULL);
-		position_callback_registered = true;
+		RegisterSubXactCallback(position_subxact_callback, NULL);
+		position_callbacks_registered = true;
 	}
-	if (position_notes == NULL)
+	note = position_note(bucket, true);
+	if (made && (!note->made || dl_jobpos_cmp(&pos, &note->made_min) < 0))
 	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(uint32);
-		ctl.entrysize = sizeof(PositionNote);
-		ctl.hcxt = TopTransactionContext;
-		position_notes = hash_create("distlock position notes", 16, &ctl,
-									 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		note->made_min = pos;
+		note->made = true;
 	}
-	note = hash_search(position_notes, &bucket, HASH_ENTER, &found);
-	if (!found || dl_jobpos_cmp(&pos, &note->pos) < 0)
-		note->pos = pos;
+	if (!made && (!note->taken || dl_jobpos_cmp(&pos, &note->taken_min) < 0))
+	{
+		note->taken_min = pos;
+		note->taken = true;
+	}
 }
 
 /*
- * The trigger jobs_pending: AFTER INSERT OR UPDATE ON distlock.jobs FOR
- * EACH ROW WHEN (NEW.status = 'pending'), enabled ALWAYS (so also in
- * replication and restores).  Every version made pending by a statement,
- * distlock's own (enqueue, a failed attempt, reaping, reassign_owned()) or
- * anybody else's (an administrator's UPDATE of run_at, a restore), is
- * noted, so that its commit lowers its group's position.  Claims use the
- * positions only while this trigger is in place and fires always
- * (tables.c).
+ * Note that this transaction made a version of owner's queue's job of
+ * priority at key pos pending (made) or took it out of pending.
+ */
+static void
+position_note_job(Oid owner, Datum queue, int32 priority, DlJobPos pos,
+				  bool made)
+{
+	DlPositionKey key;
+	uint32		bucket;
+
+	if (!position_key(owner, queue, priority, &key, &bucket))
+		return;
+	position_add(bucket, pos, made);
+}
+
+/*
+ * The same for a bucket a claim read (dl_position_read()): the claim took
+ * the job at pos.
+ */
+void
+dl_position_taken(const DlPositionRead *pr, DlJobPos pos)
+{
+	if (pr->bucket >= 0)
+		position_add(pr->bucket, pos, false);
+}
+
+/*
+ * The triggers jobs_pending ('new': AFTER INSERT OR UPDATE WHEN NEW.status
+ * is pending) and jobs_unpending ('old': AFTER UPDATE OR DELETE WHEN
+ * OLD.status is pending) on distlock.jobs, enabled ALWAYS (so also in
+ * replication and restores).  Every version a statement makes pending, or
+ * takes out of pending, is noted, whoever runs the statement (distlock's
+ * own: an enqueue, a failed attempt, reaping, a claim or cancel on the SQL
+ * path, reassign_owned(); anybody else's: an administrator's UPDATE of
+ * run_at, a restore), so that its commit or abort lowers its group's
+ * position.  Claims use the positions only while both triggers are in
+ * place and fire always (tables.c).
  */
 Datum
 distlock_jobs_pending(PG_FUNCTION_ARGS)
@@ -382,17 +511,23 @@ distlock_jobs_pending(PG_FUNCTION_ARGS)
 	HeapTuple	tuple;
 	TupleDesc	desc;
 	bool		isnull;
+	bool		made;
 	DlJobPos	pos;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) ||
 		!TRIGGER_FIRED_FOR_ROW(td->tg_event) ||
-		!TRIGGER_FIRED_AFTER(td->tg_event))
-		elog(ERROR, "distlock.jobs_pending() must fire AFTER ... FOR EACH ROW");
+		!TRIGGER_FIRED_AFTER(td->tg_event) ||
+		td->tg_trigger->tgnargs != 1)
+		elog(ERROR, "distlock.jobs_pending() must fire AFTER ... FOR EACH ROW, with 'new' or 'old'");
 	cat = dl_catalog();
 	if (RelationGetRelid(td->tg_relation) != cat->jobs)
 		elog(ERROR, "distlock.jobs_pending() fires on distlock.jobs only");
-	tuple = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ?
-		td->tg_newtuple : td->tg_trigtuple;
+	made = strcmp(td->tg_trigger->tgargs[0], "new") == 0;
+	if (made)
+		tuple = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ?
+			td->tg_newtuple : td->tg_trigtuple;
+	else
+		tuple = td->tg_trigtuple;	/* the old row of an UPDATE or DELETE */
 	desc = RelationGetDescr(td->tg_relation);
 	if (DatumGetObjectId(heap_getattr(tuple, cat->job_status, desc,
 									  &isnull)) == cat->status_pending)
@@ -401,13 +536,13 @@ distlock_jobs_pending(PG_FUNCTION_ARGS)
 													  desc, &isnull));
 		pos.id = DatumGetInt64(heap_getattr(tuple, cat->job_id, desc,
 											&isnull));
-		position_note(DatumGetObjectId(heap_getattr(tuple,
-													cat->job_queue_owner,
-													desc, &isnull)),
-					  heap_getattr(tuple, cat->job_queue, desc, &isnull),
-					  DatumGetInt32(heap_getattr(tuple, cat->job_priority,
-												 desc, &isnull)),
-					  pos);
+		position_note_job(DatumGetObjectId(heap_getattr(tuple,
+														cat->job_queue_owner,
+														desc, &isnull)),
+						  heap_getattr(tuple, cat->job_queue, desc, &isnull),
+						  DatumGetInt32(heap_getattr(tuple, cat->job_priority,
+													 desc, &isnull)),
+						  pos, made);
 	}
 	return PointerGetDatum(NULL);
 }

@@ -375,7 +375,8 @@ queue_claim_direct(Oid owner, Datum queue, Datum session_id,
 	AttrNumber	updated[4];
 	Relation	idx;
 	uint64		n = 0;
-	bool		walked = false;
+	bool		walked_once = false;
+	bool		positions;
 	int32		priority = 0;
 
 	cat = dl_catalog();
@@ -386,47 +387,56 @@ queue_claim_direct(Oid owner, Datum queue, Datum session_id,
 	if (!dl_jobs_open(&jt, updated, lengthof(updated)))
 		return false;
 	idx = index_open(cat->jobs_claim_idx, RowExclusiveLock);
+	positions = jt.positions && dl_positions_available();
 
 	while (n < (uint64) max_jobs)
 	{
 		DlPositionRead pr;
 		DlJobPos	stop = {0, 0};
+		DlJobPos	walked = {DT_NOBEGIN, PG_INT64_MIN};
 		bool		stopped = false;
+		bool		ended = false;
 		IndexScanDesc scan;
 
-		if (!jt.positions)
+		if (!positions)
 		{
-			if (walked)
+			if (walked_once)
 				break;
 			dl_position_none(&pr);
-			scan = dl_jobs_scan_queue(&jt, idx, owner, queue, NULL, DT_NOBEGIN);
+			scan = dl_jobs_scan_queue(&jt, idx, owner, queue, NULL, NULL);
 		}
 		else
 		{
-			if (!dl_jobs_next_group(&jt, idx, owner, queue, walked, priority,
-									&priority))
+			if (!dl_jobs_next_group(&jt, idx, owner, queue, walked_once,
+									priority, &priority))
 				break;
 			/* before the scan's snapshot is taken */
 			dl_position_read(owner, queue, priority, &pr);
 			scan = dl_jobs_scan_queue(&jt, idx, owner, queue, &priority,
-									  pr.mark.run_at);
+									  pr.mark.run_at != DT_NOBEGIN ?
+									  &pr.mark : NULL);
 		}
-		walked = true;
+		walked_once = true;
 
-		while (n < (uint64) max_jobs &&
-			   index_getnext_slot(scan, ForwardScanDirection, jt.old))
+		for (;;)
 		{
 			Datum	   *v;
 			DlJobPos	pos;
 
+			if (n >= (uint64) max_jobs)
+				break;
+			if (!dl_jobs_next(scan, jt.old, &walked))
+			{
+				ended = true;
+				break;
+			}
 			CHECK_FOR_INTERRUPTS();
 			dl_jobs_new_from_old(&jt);
 			v = jt.old->tts_values;
+			if (DatumGetObjectId(v[cat->job_status - 1]) != cat->status_pending)
+				continue;
 			pos.run_at = DatumGetTimestampTz(v[cat->job_run_at - 1]);
 			pos.id = DatumGetInt64(v[cat->job_id - 1]);
-			if (dl_jobpos_cmp(&pos, &pr.mark) < 0 ||
-				DatumGetObjectId(v[cat->job_status - 1]) != cat->status_pending)
-				continue;
 			if (!stopped)
 			{
 				stop = pos;
@@ -434,7 +444,7 @@ queue_claim_direct(Oid owner, Datum queue, Datum session_id,
 			}
 			if (pos.run_at > now)
 			{
-				if (jt.positions)
+				if (positions)
 					break;		/* the rest of the group is later still */
 				continue;
 			}
@@ -452,11 +462,25 @@ queue_claim_direct(Oid owner, Datum queue, Datum session_id,
 			/* the version is locked by us: the update cannot find it changed */
 			if (dl_jobs_update(&jt, scan->xs_snapshot, true) != TM_Ok)
 				elog(ERROR, "could not update locked job");
+			/* pending again, should this transaction roll back */
+			dl_position_taken(&pr, pos);
 
 			tuplestore_puttupleslot(store, jt.new);
 			n++;
 		}
 		dl_jobs_scan_end(scan);
+
+		/*
+		 * A walk that reached the group's end ruling everything out moves
+		 * the position past the last entry it read.
+		 */
+		if (!stopped && ended && walked.run_at != DT_NOBEGIN &&
+			walked.id < PG_INT64_MAX)
+		{
+			stop = walked;
+			stop.id++;
+			stopped = true;
+		}
 		if (stopped)
 			dl_position_advance(&pr, stop);
 	}

@@ -84,10 +84,23 @@ jobs_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
 	*positions = false;
 	if (trig != NULL)
 	{
-		if (trig->numtriggers != 1 ||
-			trig->triggers[0].tgfoid != cat->jobs_pending_fn)
-			return false;
-		*positions = trig->triggers[0].tgenabled == TRIGGER_FIRES_ALWAYS;
+		int			always = 0;
+
+		for (int i = 0; i < trig->numtriggers; i++)
+		{
+			Trigger    *t = &trig->triggers[i];
+
+			if (t->tgfoid != cat->jobs_pending_fn ||
+				!TRIGGER_FOR_ROW(t->tgtype) || !TRIGGER_FOR_AFTER(t->tgtype) ||
+				t->tgnattr != 0)
+				return false;
+			if (t->tgenabled == TRIGGER_FIRES_ALWAYS)
+				always++;
+		}
+		/* jobs_pending and jobs_unpending, both firing always */
+		*positions = trig->numtriggers == 2 && always == 2 &&
+			trig->trig_insert_after_row && trig->trig_update_after_row &&
+			trig->trig_delete_after_row;
 	}
 	/* result is the one column the direct paths may set to NULL */
 	if (TupleDescAttr(RelationGetDescr(rel), cat->job_result - 1)->attnotnull)
@@ -294,29 +307,81 @@ claim_keys(Relation index, ScanKey keys, Oid owner, Datum queue,
 }
 
 /*
- * Begin a scan of jobs_claim_idx for the jobs of owner's queue, or (with
- * priority) of its jobs of that priority that are due from (DT_NOBEGIN:
- * all), as dl_jobs_scan() does.
+ * Begin a scan of jobs_claim_idx for the jobs of owner's queue, as
+ * dl_jobs_scan() does; or, with priority, for its jobs of that priority
+ * from the key *from on (NULL: all), reading each entry's key for
+ * dl_jobs_next().
  */
 IndexScanDesc
 dl_jobs_scan_queue(JobsTable *jt, Relation index, Oid owner, Datum queue,
-				   const int32 *priority, TimestampTz from)
+				   const int32 *priority, const DlJobPos *from)
 {
 	ScanKeyData keys[4];
+	ScanKeyData *row;
 	int			nkeys = priority ? 3 : 2;
 	IndexScanDesc scan;
 
 	claim_keys(index, keys, owner, queue, BTEqualStrategyNumber, F_INT4EQ,
 			   priority ? *priority : 0);
-	if (priority && from != DT_NOBEGIN)
-		ScanKeyEntryInitialize(&keys[nkeys++], 0, 4,
+	if (priority && from)
+	{
+		/*
+		 * ROW(run_at, id) >= ROW(from->run_at, from->id), as nbtree takes it.
+		 * The scan keeps pointing to the members: they live as long as the
+		 * call's memory.
+		 */
+		row = palloc(2 * sizeof(ScanKeyData));
+		ScanKeyEntryInitialize(&row[0], SK_ROW_MEMBER, 4,
 							   BTGreaterEqualStrategyNumber, InvalidOid,
-							   index->rd_indcollation[3], F_TIMESTAMPTZ_GE,
-							   TimestampTzGetDatum(from));
+							   index->rd_indcollation[3], F_TIMESTAMPTZ_CMP,
+							   TimestampTzGetDatum(from->run_at));
+		ScanKeyEntryInitialize(&row[1], SK_ROW_MEMBER | SK_ROW_END, 5,
+							   BTGreaterEqualStrategyNumber, InvalidOid,
+							   index->rd_indcollation[4], F_BTINT8CMP,
+							   Int64GetDatum(from->id));
+		MemSet(&keys[nkeys], 0, sizeof(ScanKeyData));
+		keys[nkeys].sk_flags = SK_ROW_HEADER;
+		keys[nkeys].sk_attno = 4;
+		keys[nkeys].sk_strategy = BTGreaterEqualStrategyNumber;
+		keys[nkeys].sk_argument = PointerGetDatum(row);
+		nkeys++;
+	}
 	scan = dl_index_beginscan(jt->rel, index,
 							  RegisterSnapshot(GetLatestSnapshot()), nkeys, 0);
+	scan->xs_want_itup = priority != NULL;
 	index_rescan(scan, keys, nkeys, NULL, 0);
 	return scan;
+}
+
+/*
+ * The next job of a scan of dl_jobs_scan_queue() that its snapshot sees,
+ * into slot; false at the end.  With priority, *walked is the key of the
+ * last entry read, whether or not its job was seen.
+ */
+bool
+dl_jobs_next(IndexScanDesc scan, TupleTableSlot *slot, DlJobPos *walked)
+{
+	for (;;)
+	{
+		if (!scan->xs_heap_continue)
+		{
+			bool		isnull;
+
+			if (index_getnext_tid(scan, ForwardScanDirection) == NULL)
+				return false;
+			if (scan->xs_want_itup)
+			{
+				walked->run_at = DatumGetTimestampTz(index_getattr(scan->xs_itup, 4,
+																   scan->xs_itupdesc,
+																   &isnull));
+				walked->id = DatumGetInt64(index_getattr(scan->xs_itup, 5,
+														 scan->xs_itupdesc,
+														 &isnull));
+			}
+		}
+		if (index_fetch_heap(scan, slot))
+			return true;
+	}
 }
 
 /*

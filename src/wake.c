@@ -449,6 +449,8 @@ wake_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
+			/* first, so that a woken claim starts where the jobs are */
+			dl_position_at_end(event == XACT_EVENT_COMMIT);
 			if (wait_pending == NIL || wait_shared == NULL)
 				break;
 			LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
@@ -495,6 +497,7 @@ wake_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 	if (event != SUBXACT_EVENT_ABORT_SUB)
 		return;
+	dl_position_at_subabort();
 	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
 	wake_pending(false, level);
 	LWLockRelease(&wait_shared->lock);

@@ -28,6 +28,7 @@ done
 scripts=(
 	test/scripts/claim_scale.sh
 	test/scripts/claim_held.sh
+	test/scripts/plans.sh
 	test/scripts/dump_restore.sh
 	test/scripts/upgrade.sh
 	test/scripts/trusted.sh
