@@ -475,7 +475,8 @@ COMMENT ON FUNCTION distlock.cancel_jobs(text, regrole) IS
 -- entry earlier claims left in jobs_claim_idx (all of them, while anything
 -- holds vacuum back).  Every statement that makes a job pending or takes
 -- one out of pending, whoever runs it, fires one of these triggers, so
--- that its commit or abort moves the group's position back to the job.
+-- that its commit or abort moves the group's position back to the job
+-- (a job is noted before it is taken: BEFORE).
 -- ALWAYS: in replication and restores too.
 CREATE FUNCTION distlock.jobs_pending()
 RETURNS trigger
@@ -487,7 +488,7 @@ CREATE TRIGGER jobs_pending AFTER INSERT OR UPDATE ON distlock.jobs
 	FOR EACH ROW
 	WHEN (NEW.status OPERATOR(pg_catalog.=) 'pending'::distlock.job_status)
 	EXECUTE FUNCTION distlock.jobs_pending('new');
-CREATE TRIGGER jobs_unpending AFTER UPDATE OR DELETE ON distlock.jobs
+CREATE TRIGGER jobs_unpending BEFORE UPDATE OR DELETE ON distlock.jobs
 	FOR EACH ROW
 	WHEN (OLD.status OPERATOR(pg_catalog.=) 'pending'::distlock.job_status)
 	EXECUTE FUNCTION distlock.jobs_pending('old');

@@ -277,7 +277,14 @@ extern void dl_jobs_scan_end(IndexScanDesc scan);
 extern void dl_jobs_new_from_old(JobsTable *jt);
 extern void dl_jobs_set(JobsTable *jt, AttrNumber att, Datum value,
 						bool isnull);
-extern bool dl_jobs_lock_or_skip(JobsTable *jt, Snapshot snapshot);
+typedef enum DlLockResult
+{
+	DL_LOCKED,					/* ours now */
+	DL_LOCK_HELD,				/* another transaction holds it, lock only */
+	DL_LOCK_CHANGED				/* changed, or being changed, by another */
+} DlLockResult;
+
+extern DlLockResult dl_jobs_lock_or_skip(JobsTable *jt, Snapshot snapshot);
 extern TM_Result dl_jobs_update(JobsTable *jt, Snapshot snapshot, bool wait);
 extern IndexScanDesc dl_index_scan(Relation heap, Relation index,
 								   Snapshot snapshot, StrategyNumber strategy,

@@ -34,32 +34,35 @@
  * handed back are visible to it before it commits).  It moves the
  * position only to the key S of the first job it could not rule out:
  *
- *	- a job it claimed itself,
- *	- a job it could not lock (another transaction holds or changed it),
+ *	- a job another transaction holds with a row lock only (SELECT ... FOR
+ *	  UPDATE): it may let go of it, pending as it was, and nothing notes
+ *	  that;
  *	- a job not yet due (it becomes claimable without any commit; every
  *	  later entry of the group is later still, so the walk ends there),
  *
- * or, having ruled out every entry to the end of the group, just past the
- * last entry it read.  Every entry it passed was either read and found not
- * pending, or invisible to its snapshot: of a version deleted or updated
- * by a committed transaction (claimed, finished: it stays so), by its own
- * transaction (should that roll back, the abort lowers the position), or
- * written by one that had not committed when the snapshot was taken.  Had
- * that one committed before the generation was read, the snapshot would
- * see it; so its commit lowers the position afterwards, with a generation
- * above g.  When the claim sets the position, it takes the lowest key of
- * the lowerings after g from the ring, and sets the position to the
- * smaller of S and that key (nothing, if more lowerings came than the ring
- * keeps), unless the position is already further on (another claim's
- * sound position; the greater of two sound positions is sound).  So a
- * position is sound whenever it is read, but for lowerings still to come:
- * a claim that reads it just before a commit or abort lowers it may miss
- * that job once, as a claim just before the commit would, and the next
- * claim starts at it.  (The first two stops are belt and braces: a claim's
- * or another transaction's abort lowers the position to its jobs anyway;
- * a row only locked, as by SELECT ... FOR UPDATE, fires no trigger, and
- * needs the second.)  Claims lock the rows they take, so no job is
- * claimed twice whatever the positions say.
+ * or, having ruled out every entry it read, just past the last of them.
+ * Every entry it passed was either read and found not pending, or claimed
+ * by it, or being changed by another transaction, or invisible to its
+ * snapshot: of a version deleted or updated by a committed transaction
+ * (claimed, finished: it stays so), by its own transaction or one in
+ * progress (every such change of a pending version is noted before it is
+ * made, by the claim itself or the trigger jobs_unpending, which fires
+ * BEFORE: should it roll back, its abort lowers the position), or written
+ * by one that had not committed when the snapshot was taken.  Had that one
+ * committed before the generation was read, the snapshot would see it; so
+ * its commit lowers the position afterwards, with a generation above g.
+ * When the claim sets the position, it takes the lowest key of the
+ * lowerings after g from the ring (or, past the ring, the minima of the
+ * epochs since), and sets the position to the smaller of S and that key
+ * (nothing, if more lowerings came than the epochs keep), unless the
+ * position is already further on (another claim's sound position; the
+ * greater of two sound positions is sound).  So a position is sound
+ * whenever it is read, but for lowerings still to come: a claim that reads
+ * it just before a commit or abort lowers it may miss that job once, as a
+ * claim just before the commit would, and the next claim starts at it.
+ * Claims lock the rows they take, so no job is claimed twice whatever the
+ * positions say.  A worker that claimed a job and left its transaction
+ * open does not hold the position back.
  *
  * A claim uses the positions only while jobs_pending and jobs_unpending
  * are the table's only triggers and fire always (in replication and
@@ -100,7 +103,6 @@
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
-#include "utils/hsearch.h"
 #include "utils/memutils.h"
 
 #include "compat.h"
@@ -109,7 +111,9 @@
 PG_FUNCTION_INFO_V1(distlock_jobs_pending);
 
 #define POSITION_BUCKETS	4096
-#define POSITION_RING		16
+#define POSITION_RING		16	/* lowerings remembered one by one */
+#define POSITION_EPOCHS		32	/* and by their minimum, POSITION_RING
+								 * generations at a time */
 
 typedef struct PositionBucket
 {
@@ -119,6 +123,9 @@ typedef struct PositionBucket
 	DlJobPos	mark;
 	uint64		gen;			/* lowerings so far */
 	DlJobPos	ring[POSITION_RING];	/* key of lowering gen, at gen % RING */
+	DlJobPos	epoch_min[POSITION_EPOCHS]; /* lowest key of generations
+											 * e * RING .. e * RING + RING - 1,
+											 * at e % EPOCHS */
 } PositionBucket;
 
 typedef struct PositionShared
@@ -145,7 +152,14 @@ typedef struct PositionNote
 
 static PositionShared *positions = NULL;
 static bool position_callbacks_registered = false;
-static HTAB *position_notes = NULL;	/* in TopTransactionContext */
+/*
+ * This transaction's notes, one per bucket it touched (most touch one), in
+ * an array kept for the life of the backend.
+ */
+static PositionNote *position_notes = NULL;
+static int	position_nnotes = 0;
+static int	position_maxnotes = 0;
+static SubTransactionId position_subabort_done = InvalidSubTransactionId;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -248,25 +262,25 @@ position_key(Oid owner, Datum queue, int32 priority, DlPositionKey *key,
 static PositionNote *
 position_note(uint32 bucket, bool create)
 {
-	bool		found;
 	PositionNote *note;
 
-	if (position_notes == NULL)
+	for (int i = 0; i < position_nnotes; i++)
+		if (position_notes[i].bucket == bucket)
+			return &position_notes[i];
+	if (!create)
+		return NULL;
+	if (position_nnotes == position_maxnotes)
 	{
-		HASHCTL		ctl;
+		int			n = Max(8, position_maxnotes * 2);
 
-		if (!create)
-			return NULL;
-		ctl.keysize = sizeof(uint32);
-		ctl.entrysize = sizeof(PositionNote);
-		ctl.hcxt = TopTransactionContext;
-		position_notes = hash_create("distlock position notes", 16, &ctl,
-									 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		position_notes = position_notes == NULL ?
+			MemoryContextAlloc(TopMemoryContext, n * sizeof(PositionNote)) :
+			repalloc(position_notes, n * sizeof(PositionNote));
+		position_maxnotes = n;
 	}
-	note = hash_search(position_notes, &bucket,
-					   create ? HASH_ENTER : HASH_FIND, &found);
-	if (note != NULL && !found)
-		note->made = note->taken = false;
+	note = &position_notes[position_nnotes++];
+	note->bucket = bucket;
+	note->made = note->taken = false;
 	return note;
 }
 
@@ -323,17 +337,33 @@ dl_position_advance(const DlPositionRead *pr, DlJobPos stop)
 		return;
 	b = &positions->buckets[pr->bucket];
 	SpinLockAcquire(&b->mutex);
-	if (b->gen - pr->gen > POSITION_RING)
+	if (b->gen - pr->gen <= POSITION_RING)
+	{
+		for (uint64 g = pr->gen + 1; g <= b->gen; g++)
+		{
+			DlJobPos   *low = &b->ring[g % POSITION_RING];
+
+			if (dl_jobpos_cmp(low, &stop) < 0)
+				stop = *low;
+		}
+	}
+	else if (b->gen / POSITION_RING - (pr->gen + 1) / POSITION_RING <
+			 POSITION_EPOCHS)
+	{
+		/* whole epochs: their minima, of a few lowerings before too */
+		for (uint64 e = (pr->gen + 1) / POSITION_RING;
+			 e <= b->gen / POSITION_RING; e++)
+		{
+			DlJobPos   *low = &b->epoch_min[e % POSITION_EPOCHS];
+
+			if (dl_jobpos_cmp(low, &stop) < 0)
+				stop = *low;
+		}
+	}
+	else
 	{
 		SpinLockRelease(&b->mutex);
 		return;
-	}
-	for (uint64 g = pr->gen + 1; g <= b->gen; g++)
-	{
-		DlJobPos   *low = &b->ring[g % POSITION_RING];
-
-		if (dl_jobpos_cmp(low, &stop) < 0)
-			stop = *low;
 	}
 	if (!b->used || memcmp(&b->key, &pr->key, sizeof(DlPositionKey)) != 0)
 	{
@@ -353,9 +383,14 @@ position_lower(uint32 bucket, DlJobPos pos)
 {
 	PositionBucket *b = &positions->buckets[bucket];
 
+	DlJobPos   *epoch_min;
+
 	SpinLockAcquire(&b->mutex);
 	b->gen++;
 	b->ring[b->gen % POSITION_RING] = pos;
+	epoch_min = &b->epoch_min[b->gen / POSITION_RING % POSITION_EPOCHS];
+	if (b->gen % POSITION_RING == 0 || dl_jobpos_cmp(&pos, epoch_min) < 0)
+		*epoch_min = pos;		/* the epoch's first lowering, or its lowest */
 	if (b->used && dl_jobpos_cmp(&pos, &b->mark) < 0)
 		b->mark = pos;
 	SpinLockRelease(&b->mutex);
@@ -371,19 +406,16 @@ position_lower(uint32 bucket, DlJobPos pos)
 void
 dl_position_at_end(bool commit)
 {
-	HASH_SEQ_STATUS seq;
-	PositionNote *note;
-
-	if (position_notes == NULL)
-		return;
-	hash_seq_init(&seq, position_notes);
-	while ((note = hash_seq_search(&seq)) != NULL)
+	for (int i = 0; i < position_nnotes; i++)
 	{
+		PositionNote *note = &position_notes[i];
+
 		if (commit ? note->made : note->taken)
 			position_lower(note->bucket, commit ? note->made_min :
 						   note->taken_min);
 	}
-	position_notes = NULL;		/* its memory goes with the transaction */
+	position_nnotes = 0;
+	position_subabort_done = InvalidSubTransactionId;
 }
 
 /*
@@ -394,16 +426,15 @@ dl_position_at_end(bool commit)
 void
 dl_position_at_subabort(void)
 {
-	HASH_SEQ_STATUS seq;
-	PositionNote *note;
-
-	if (position_notes == NULL)
+	/* once per abort, whichever of wake.c's and our callbacks comes first */
+	if (position_subabort_done == GetCurrentSubTransactionId())
 		return;
-	hash_seq_init(&seq, position_notes);
-	while ((note = hash_seq_search(&seq)) != NULL)
+	position_subabort_done = GetCurrentSubTransactionId();
+	for (int i = 0; i < position_nnotes; i++)
 	{
-		if (note->taken)
-			position_lower(note->bucket, note->taken_min);
+		if (position_notes[i].taken)
+			position_lower(position_notes[i].bucket,
+						   position_notes[i].taken_min);
 	}
 }
 
@@ -413,7 +444,7 @@ position_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			if (position_notes != NULL)
+			if (position_nnotes > 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that made distlock jobs pending or claimed them")));
@@ -424,7 +455,8 @@ position_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
-			position_notes = NULL;
+			position_nnotes = 0;
+			position_subabort_done = InvalidSubTransactionId;
 			break;
 		default:
 			break;
@@ -493,15 +525,17 @@ dl_position_taken(const DlPositionRead *pr, DlJobPos pos)
 
 /*
  * The triggers jobs_pending ('new': AFTER INSERT OR UPDATE WHEN NEW.status
- * is pending) and jobs_unpending ('old': AFTER UPDATE OR DELETE WHEN
+ * is pending) and jobs_unpending ('old': BEFORE UPDATE OR DELETE WHEN
  * OLD.status is pending) on distlock.jobs, enabled ALWAYS (so also in
  * replication and restores).  Every version a statement makes pending, or
  * takes out of pending, is noted, whoever runs the statement (distlock's
  * own: an enqueue, a failed attempt, reaping, a claim or cancel on the SQL
  * path, reassign_owned(); anybody else's: an administrator's UPDATE of
  * run_at, a restore), so that its commit or abort lowers its group's
- * position.  Claims use the positions only while both triggers are in
- * place and fire always (tables.c).
+ * position.  A version is noted as taken before it is changed: a claim
+ * that finds it being changed may pass it, for should the change roll
+ * back, the note lowers the position.  Claims use the positions only while
+ * both triggers are in place and fire always (tables.c).
  */
 Datum
 distlock_jobs_pending(PG_FUNCTION_ARGS)
@@ -516,13 +550,15 @@ distlock_jobs_pending(PG_FUNCTION_ARGS)
 
 	if (!CALLED_AS_TRIGGER(fcinfo) ||
 		!TRIGGER_FIRED_FOR_ROW(td->tg_event) ||
-		!TRIGGER_FIRED_AFTER(td->tg_event) ||
 		td->tg_trigger->tgnargs != 1)
-		elog(ERROR, "distlock.jobs_pending() must fire AFTER ... FOR EACH ROW, with 'new' or 'old'");
+		elog(ERROR, "distlock.jobs_pending() must fire FOR EACH ROW, with 'new' or 'old'");
+	made = strcmp(td->tg_trigger->tgargs[0], "new") == 0;
+	if (made ? !TRIGGER_FIRED_AFTER(td->tg_event) :
+		!TRIGGER_FIRED_BEFORE(td->tg_event))
+		elog(ERROR, "distlock.jobs_pending('new') must fire AFTER, ('old') BEFORE");
 	cat = dl_catalog();
 	if (RelationGetRelid(td->tg_relation) != cat->jobs)
 		elog(ERROR, "distlock.jobs_pending() fires on distlock.jobs only");
-	made = strcmp(td->tg_trigger->tgargs[0], "new") == 0;
 	if (made)
 		tuple = TRIGGER_FIRED_BY_UPDATE(td->tg_event) ?
 			td->tg_newtuple : td->tg_trigtuple;
@@ -544,5 +580,9 @@ distlock_jobs_pending(PG_FUNCTION_ARGS)
 													 desc, &isnull)),
 						  pos, made);
 	}
-	return PointerGetDatum(NULL);
+	if (made)
+		return PointerGetDatum(NULL);
+	/* BEFORE: the row goes on as it is */
+	return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(td->tg_event) ?
+						   td->tg_newtuple : td->tg_trigtuple);
 }

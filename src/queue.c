@@ -360,8 +360,8 @@ dl_wake_for_jobs_back(void)
  *
  * With claim positions (position.c), the queue is walked one priority
  * group at a time, each from its position, which the walk then moves on
- * to the first job it could not rule out: one it claimed, could not lock,
- * or found not yet due.  A group's jobs are in run_at order, so its first
+ * to the first job it could not rule out (one another transaction only
+ * locks, or one not yet due), or past the group's last entry.  A group's jobs are in run_at order, so its first
  * job not yet due ends its walk.  Without them, the queue is walked from
  * its start in one scan.
  */
@@ -392,10 +392,10 @@ queue_claim_direct(Oid owner, Datum queue, Datum session_id,
 	while (n < (uint64) max_jobs)
 	{
 		DlPositionRead pr;
+		DlLockResult lock;
 		DlJobPos	stop = {0, 0};
 		DlJobPos	walked = {DT_NOBEGIN, PG_INT64_MIN};
 		bool		stopped = false;
-		bool		ended = false;
 		IndexScanDesc scan;
 
 		if (!positions)
@@ -426,10 +426,7 @@ queue_claim_direct(Oid owner, Datum queue, Datum session_id,
 			if (n >= (uint64) max_jobs)
 				break;
 			if (!dl_jobs_next(scan, jt.old, &walked))
-			{
-				ended = true;
 				break;
-			}
 			CHECK_FOR_INTERRUPTS();
 			dl_jobs_new_from_old(&jt);
 			v = jt.old->tts_values;
@@ -437,19 +434,34 @@ queue_claim_direct(Oid owner, Datum queue, Datum session_id,
 				continue;
 			pos.run_at = DatumGetTimestampTz(v[cat->job_run_at - 1]);
 			pos.id = DatumGetInt64(v[cat->job_id - 1]);
-			if (!stopped)
-			{
-				stop = pos;
-				stopped = true;
-			}
 			if (pos.run_at > now)
 			{
-				if (positions)
-					break;		/* the rest of the group is later still */
+				if (!positions)
+					continue;
+				if (!stopped)
+				{
+					stop = pos;
+					stopped = true;
+				}
+				break;			/* the rest of the group is later still */
+			}
+			lock = dl_jobs_lock_or_skip(&jt, scan->xs_snapshot);
+			if (lock != DL_LOCKED)
+			{
+				/*
+				 * Held or changed by somebody else: skip it.  A transaction
+				 * that changes it notes it first (position.c), so that its
+				 * abort lowers the position; a lock alone does not.
+				 */
+				if (lock == DL_LOCK_HELD && !stopped)
+				{
+					stop = pos;
+					stopped = true;
+				}
 				continue;
 			}
-			if (!dl_jobs_lock_or_skip(&jt, scan->xs_snapshot))
-				continue;		/* held or changed by somebody else: skip */
+			/* pending again should this transaction roll back: noted first */
+			dl_position_taken(&pr, pos);
 
 			dl_jobs_set(&jt, cat->job_status,
 						ObjectIdGetDatum(cat->status_running), false);
@@ -462,8 +474,6 @@ queue_claim_direct(Oid owner, Datum queue, Datum session_id,
 			/* the version is locked by us: the update cannot find it changed */
 			if (dl_jobs_update(&jt, scan->xs_snapshot, true) != TM_Ok)
 				elog(ERROR, "could not update locked job");
-			/* pending again, should this transaction roll back */
-			dl_position_taken(&pr, pos);
 
 			tuplestore_puttupleslot(store, jt.new);
 			n++;
@@ -471,10 +481,10 @@ queue_claim_direct(Oid owner, Datum queue, Datum session_id,
 		dl_jobs_scan_end(scan);
 
 		/*
-		 * A walk that reached the group's end ruling everything out moves
-		 * the position past the last entry it read.
+		 * A walk that ruled out every entry it read (claimed, passed: none
+		 * stopped it) moves the position past the last of them.
 		 */
-		if (!stopped && ended && walked.run_at != DT_NOBEGIN &&
+		if (!stopped && walked.run_at != DT_NOBEGIN &&
 			walked.id < PG_INT64_MAX)
 		{
 			stop = walked;

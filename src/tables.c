@@ -39,6 +39,7 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/itup.h"
 #include "access/sysattr.h"
@@ -58,6 +59,7 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "storage/bufmgr.h"
 #include "utils/uuid.h"
 
 #include "compat.h"
@@ -91,8 +93,7 @@ jobs_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
 			Trigger    *t = &trig->triggers[i];
 
 			if (t->tgfoid != cat->jobs_pending_fn ||
-				!TRIGGER_FOR_ROW(t->tgtype) || !TRIGGER_FOR_AFTER(t->tgtype) ||
-				t->tgnattr != 0)
+				!TRIGGER_FOR_ROW(t->tgtype) || t->tgnattr != 0)
 				return false;
 			if (t->tgenabled == TRIGGER_FIRES_ALWAYS)
 				always++;
@@ -100,7 +101,7 @@ jobs_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
 		/* jobs_pending and jobs_unpending, both firing always */
 		*positions = trig->numtriggers == 2 && always == 2 &&
 			trig->trig_insert_after_row && trig->trig_update_after_row &&
-			trig->trig_delete_after_row;
+			trig->trig_update_before_row && trig->trig_delete_before_row;
 	}
 	/* result is the one column the direct paths may set to NULL */
 	if (TupleDescAttr(RelationGetDescr(rel), cat->job_result - 1)->attnotnull)
@@ -217,16 +218,40 @@ dl_jobs_set(JobsTable *jt, AttrNumber att, Datum value, bool isnull)
 /*
  * Lock the version in jt->old FOR UPDATE, unless another transaction holds
  * or is changing it or it is no longer the latest version, in which case
- * return false at once (SKIP LOCKED's rule; see the header comment).
+ * return at once (SKIP LOCKED's rule; see the header comment): DL_LOCKED,
+ * or why not.  DL_LOCK_HELD means another transaction holds the version
+ * with a lock and nothing more (SELECT ... FOR UPDATE), and so may leave
+ * it as it is; DL_LOCK_CHANGED that a transaction has changed it or is
+ * changing it (claim positions, position.c, tell the two apart).
  */
-bool
+DlLockResult
 dl_jobs_lock_or_skip(JobsTable *jt, Snapshot snapshot)
 {
 	TM_FailureData tmfd;
+	TM_Result	result;
+	BufferHeapTupleTableSlot *bslot;
+	uint16		infomask;
 
-	return table_tuple_lock(jt->rel, &jt->old->tts_tid, snapshot, jt->locked,
-							jt->cid, LockTupleExclusive, LockWaitSkip, 0,
-							&tmfd) == TM_Ok;
+	result = table_tuple_lock(jt->rel, &jt->old->tts_tid, snapshot,
+							  jt->locked, jt->cid, LockTupleExclusive,
+							  LockWaitSkip, 0, &tmfd);
+	if (result == TM_Ok)
+		return DL_LOCKED;
+	if (result != TM_WouldBlock)
+		return DL_LOCK_CHANGED;
+
+	/*
+	 * In the way: an updater, or lockers only?  Read the version's xmax as
+	 * it is now, under the buffer's lock (jt->old keeps the page pinned).
+	 */
+	bslot = (BufferHeapTupleTableSlot *) jt->old;
+	Assert(TTS_IS_BUFFERTUPLE(jt->old));
+	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
+	infomask = bslot->base.tuple->t_data->t_infomask;
+	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+	if (!(infomask & HEAP_XMAX_INVALID) && !HEAP_XMAX_IS_LOCKED_ONLY(infomask))
+		return DL_LOCK_CHANGED;
+	return DL_LOCK_HELD;
 }
 
 /*
