@@ -12,43 +12,21 @@
 # here DEAD of them, and then the run's own.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
+. "$(dirname "$0")/cycles.sh"
 test_cluster_start held "autovacuum = off" "shared_buffers = 256MB" \
 	"shared_preload_libraries = 'distlock'" "distlock.maintenance_naptime = 0"
 CYCLES=${CYCLES:-400}
 DEAD=${DEAD:-20000}
-psql -c "CREATE EXTENSION distlock"
-sid=$(psql -At -c "SELECT distlock.session_open('1 hour', 'held')")
-cycle="$dir/cycle.sql"
-echo "SELECT distlock.complete(id, :sid) FROM distlock.claim('hot', :sid);" >"$cycle"
-chmod 644 "$cycle"
+cycles_setup held
 
-blocks()
-{
-	psql -At -c "
-		SELECT coalesce(sum(coalesce(heap_blks_hit, 0) + coalesce(heap_blks_read, 0)
-						  + coalesce(idx_blks_hit, 0) + coalesce(idx_blks_read, 0)), 0)
-		  FROM pg_statio_all_tables WHERE schemaname = 'distlock'"
-}
-
-# cycles NAME: CYCLES + 1 fresh jobs, one cycle to warm up, then CYCLES
-# cycles, which must take exactly the rest.
+# cycles NAME: CYCLES + 1 fresh jobs, one cycle to warm up (the group's
+# first claim after a restart walks it from its start), then CYCLES.
 cycles()
 {
-	local name=$1 b0 b1 lat left
 	psql -c "SELECT distlock.enqueue('hot', jsonb_build_object('i', i)) FROM generate_series(0, $CYCLES) i" >/dev/null
 	"$PG_BINDIR/pgbench" -n -M prepared -c 1 -t 1 -D sid="$sid" -f "$cycle" >/dev/null 2>&1
 	sleep 1.1				# that backend's statistics, flushed on exit
-	b0=$(blocks)
-	"$PG_BINDIR/pgbench" -n -M prepared -c 1 -t "$CYCLES" -D sid="$sid" \
-		-f "$cycle" >"$dir/pgbench.log" 2>&1 || { cat "$dir/pgbench.log"; exit 1; }
-	lat=$(awk '/latency average/ { print $4 }' "$dir/pgbench.log")
-	sleep 1.1
-	b1=$(blocks)
-	left=$(psql -At -c "SELECT count(*) FROM distlock.jobs WHERE queue = 'hot' AND status = 'pending'")
-	[ "$left" -eq 0 ] || { echo "not ok - $name: $left jobs left unclaimed"; exit 1; }
-	eval "blocks_$name=$(( (b1 - b0) / CYCLES ))"
-	eval "lat_$name=$lat"
-	printf '%-12s %8s blocks/cycle %10s ms/cycle\n' "$name" "$(( (b1 - b0) / CYCLES ))" "$lat"
+	cycles_run "$1"
 }
 
 echo "claim + complete, $CYCLES cycles"
@@ -75,13 +53,7 @@ psql -c "DO \$\$ BEGIN FOR i IN 1..($DEAD + 999) / 1000 LOOP
 psql -c "VACUUM distlock.jobs"
 cycles held
 
-ratio=$(awk -v a="$blocks_held" -v e="$blocks_vacuumed" 'BEGIN { printf "%.2f", a / e }')
-lr=$(awk -v a="$lat_held" -v e="$lat_vacuumed" 'BEGIN { printf "%.2f", a / e }')
-if awk -v r="$ratio" 'BEGIN { exit !(r < 1.5) }'; then
-	echo "ok - claim beside $DEAD dead entries and its run's own, vacuum held back: $ratio x the buffer accesses after VACUUM (latency $lr x)"
-else
-	echo "not ok - claim beside $DEAD dead entries and its run's own, vacuum held back: $ratio x the buffer accesses after VACUUM (latency $lr x)"
-fi
+cycles_check 1.5 "claim beside $DEAD dead entries and its run's own, vacuum held back" held vacuumed "the after-VACUUM"
 stop_holder
 wait "$holder" 2>/dev/null || true
 
