@@ -22,7 +22,8 @@ bench/results/bench-<time>.csv.  It measures and never asserts: the
 Environment: QUICK=1 (short rounds, smaller scaling sets), ROUNDS,
 ROUND_SECS, CLIENTS ("1 4 16"), PASSES ("on off": synchronous_commit),
 WORKLOADS (a subset of: lock contended heartbeat job1 job10 job100 enqueue
-floor scaling).
+floor scaling; and e2e and wake, which bench/run.sh runs with bench/e2e.py
+and bench/wake.py).
 """
 
 import csv
@@ -303,19 +304,25 @@ GROUPS = [
 
 # --- running a round ------------------------------------------------------
 
-def pgbench(variant, clients, secs, tag):
-    prefix = os.path.join(WORK, f"pgbench_log_{tag}")
-    for f in glob.glob(prefix + "*"):
-        os.unlink(f)
-    cmd = ["pgbench", "-n", "-M", "prepared", "-U", "app", "-d", "postgres",
-           "-c", str(clients), "-j", str(min(clients, 2)), "-T", str(secs),
-           "--log", "--log-prefix", prefix]
+def pgbench_cmd(variant, clients, secs):
+    """The pgbench command line of variant: clients as role app for secs.
+    (pgbench's -d is --debug, not the database, which is its argument.)"""
+    cmd = ["pgbench", "-n", "-M", "prepared", "-U", "app",
+           "-c", str(clients), "-j", str(min(clients, 2)), "-T", str(secs)]
     for k, v in variant.defines.items():
         cmd += ["-D", f"{k}={v}"]
     if variant.builtin:
         cmd += ["-b", variant.builtin]
     else:
         cmd += ["-f", os.path.join(BENCH, variant.script)]
+    return cmd + ["postgres"]
+
+
+def pgbench(variant, clients, secs, tag):
+    prefix = os.path.join(WORK, f"pgbench_log_{tag}")
+    for f in glob.glob(prefix + "*"):
+        os.unlink(f)
+    cmd = pgbench_cmd(variant, clients, secs) + ["--log", "--log-prefix", prefix]
     p = subprocess.run(cmd, capture_output=True, text=True)
     lat = []
     for f in glob.glob(prefix + "*"):
@@ -655,9 +662,10 @@ def targets17(results):
 
 def main():
     os.makedirs(RESULTS, exist_ok=True)
-    if ONLY and set(ONLY) <= {"wake"}:
-        # only the waiting calls' rows: bench/wake.py, which run.sh runs
-        # next, appends them to a latest.txt of this run
+    if ONLY and set(ONLY) <= {"wake", "e2e"}:
+        # only the end-to-end or the waiting calls' rows: bench/e2e.py and
+        # bench/wake.py, which run.sh runs next, append them to a
+        # latest.txt of this run
         open(os.path.join(RESULTS, "latest.txt"), "w").close()
         return
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -696,7 +704,7 @@ def main():
         csv_rows += rows
     out += ["Targets (issue 5):", ""] + targets(results)
     out += ["", "Targets (issue 17; the end-to-end rows against graphile-worker"
-            " follow from bench/wake.py):", ""] + targets17(results)
+            " follow from bench/e2e.py):", ""] + targets17(results)
     text = "\n".join(out) + "\n"
     print(text)
     with open(os.path.join(RESULTS, "latest.txt"), "w") as f:

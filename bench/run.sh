@@ -51,20 +51,38 @@ pgbench -i -q -s 1 -U app postgres >/dev/null 2>&1
 
 BENCH_WORK="$dir" HAVE_PGQ=$have_pgq /usr/bin/python3 "$top/bench/bench.py"
 
+# "e2e" and "wake" are run here, not by bench.py: all of them unless
+# WORKLOADS names them.
+wanted() { [ -z "${WORKLOADS:-}" ] || [[ " $WORKLOADS " == *" $1 "* ]]; }
+
+# graphile-worker and a Node for it come from the npm registry, cached
+# outside the work tree (bench/graphile/install.sh); without them its rows
+# are left out.
+GRAPHILE_DIR=
+if wanted e2e || wanted wake; then
+	GRAPHILE_DIR=$("$top/bench/graphile/install.sh") || {
+		echo "warning: could not install graphile-worker; its rows are left out" >&2
+		GRAPHILE_DIR=
+	}
+fi
+export GRAPHILE_DIR BENCH_WORK="$dir"
+
+# --- End to end against graphile-worker (bench/e2e.py) ---------------------
+# Jobs per second through a full queue, 4 and 16 workers: graphile-worker's
+# one-job mode and its local queue with batched completion, distlock's
+# claim + complete and batches of 10; on this cluster, distlock preloaded.
+# WORKLOADS="e2e" runs only these.
+if wanted e2e; then
+	/usr/bin/python3 "$top/bench/e2e.py"
+fi
+
 # --- The waiting calls (bench/wake.py) -------------------------------------
 # claim_wait() and acquire() against polling loops and graphile-worker: wake-up
 # latency, idle cost, throughput and retention, first without distlock in
 # shared_preload_libraries (waiters re-check every distlock.wait_poll_interval),
 # then, after a restart with it, the waiting calls' rows again (woken by the
-# committing transaction).  graphile-worker and a Node for it come from the
-# npm registry, cached outside the work tree (bench/graphile/install.sh);
-# without them its rows are left out.  WORKLOADS="wake" runs only these.
-if [ -z "${WORKLOADS:-}" ] || [[ " $WORKLOADS " == *" wake "* ]]; then
-	GRAPHILE_DIR=$("$top/bench/graphile/install.sh") || {
-		echo "warning: could not install graphile-worker; its rows are left out" >&2
-		GRAPHILE_DIR=
-	}
-	export GRAPHILE_DIR BENCH_WORK="$dir"
+# committing transaction).  WORKLOADS="wake" runs only these.
+if wanted wake; then
 	rm -f "$dir/wake.json"
 	psql -X -q -c "ALTER SYSTEM SET max_connections = 250"	# 200 idle workers
 	# first without the shared memory: waiters poll

@@ -236,17 +236,25 @@ def stop_workers(db, ws, app=Worker.APP):
 
 # --- graphile-worker --------------------------------------------------------
 
-class Graphile:
-    """graphile-worker's worker pool in a Node process (bench/graphile)."""
+def graphile_node(script, *args, **popen):
+    """Start bench/graphile/<script> under install.sh's Node, as the
+    superuser, with the node_modules directory as its first argument."""
+    modules = os.path.join(GRAPHILE_DIR, "node_modules")
+    env = dict(os.environ, PGUSER="postgres", PGDATABASE="postgres")
+    return subprocess.Popen([os.path.join(modules, ".bin", "node"),
+                             os.path.join(BENCH, "graphile", script), modules, *args],
+                            text=True, env=env, **popen)
 
-    def __init__(self, concurrency, starts):
+
+class Graphile:
+    """graphile-worker's worker pool in a Node process (bench/graphile):
+    worker.mjs, or script with args after the concurrency."""
+
+    def __init__(self, concurrency, starts, script="worker.mjs", args=()):
         self.starts = starts
-        modules = os.path.join(GRAPHILE_DIR, "node_modules")
-        env = dict(os.environ, PGUSER="postgres", PGDATABASE="postgres")
-        self.proc = subprocess.Popen(
-            [os.path.join(modules, ".bin", "node"), os.path.join(BENCH, "graphile", "worker.mjs"),
-             modules, str(concurrency)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.handled = None
+        self.proc = graphile_node(script, str(concurrency), *args, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE)
         self.ready = threading.Event()
         self.reader = threading.Thread(target=self.read, daemon=True)
         self.reader.start()
@@ -261,6 +269,8 @@ class Graphile:
                 self.ready.set()
             elif parts[:1] == ["start"] and len(parts) == 3:
                 self.starts[int(parts[1])] = int(parts[2]) / 1e6
+            elif parts[:1] == ["handled"] and len(parts) == 2:
+                self.handled = int(parts[1])
         self.ready.set()
 
     def close(self):
@@ -271,6 +281,7 @@ class Graphile:
             except subprocess.TimeoutExpired:
                 self.proc.terminate()
                 self.proc.wait(10)
+        self.reader.join(5)
 
 
 # --- latency: jobs ----------------------------------------------------------

@@ -17,39 +17,13 @@
 // connection string is made from the libpq environment (PGHOST, PGPORT,
 // PGUSER, PGDATABASE).
 
-import { EventEmitter } from "node:events";
-import { createRequire } from "node:module";
-import { join } from "node:path";
-import { pathToFileURL } from "node:url";
+import { loadGraphile, out, runUntilStopped, startPool } from "./common.mjs";
 
 const [modules, concurrencyArg] = process.argv.slice(2);
 const concurrency = Number(concurrencyArg || 16);
-const require = createRequire(join(modules, "x.js"));
-const graphile = await import(pathToFileURL(require.resolve("graphile-worker")).href);
+const graphile = await loadGraphile(modules);
 
-const { run, Logger } = graphile;
-const env = process.env;
-const connectionString =
-	`postgres://${encodeURIComponent(env.PGUSER || "postgres")}@${env.PGHOST || "127.0.0.1"}` +
-	`:${env.PGPORT || 5432}/${encodeURIComponent(env.PGDATABASE || "postgres")}`;
-const out = (line) => process.stdout.write(line + "\n");
-
-// warnings and errors only, to stderr
-const logger = new Logger(() => (level, message) => {
-	if (level === "error" || level === "warning")
-		console.error(`graphile-worker ${level}: ${message}`);
-});
-const events = new EventEmitter();
-events.on("pool:listen:success", () => out("ready"));
-
-const runner = await run({
-	connectionString,
-	// a pool as large as the workers and the LISTEN connection need
-	maxPoolSize: concurrency + 2,
-	concurrency,
-	noHandleSignals: true,
-	logger,
-	events,
+const runner = await startPool(graphile, concurrency, {
 	taskList: {
 		wake: async (payload) => {
 			out(`start ${payload.seq} ${process.hrtime.bigint()}`);
@@ -57,15 +31,4 @@ const runner = await run({
 	},
 });
 
-let stopping = false;
-const stop = async () => {
-	if (stopping)
-		return;
-	stopping = true;
-	await runner.stop();
-	process.exit(0);
-};
-process.on("SIGTERM", stop);
-process.stdin.on("end", stop);
-process.stdin.resume();
-await runner.promise;
+await runUntilStopped(runner);
