@@ -1,0 +1,250 @@
+#!/usr/bin/python3
+"""bench/e2e.py -- end to end: distlock's job cycle against graphile-worker's.
+
+Run by bench/run.sh after bench.py, on the same cluster (distlock
+preloaded); "make bench WORKLOADS=e2e" runs only this.  It can also be run
+by hand against any cluster where bench/setup.sql has been loaded, with the
+libpq environment (PGHOST, PGPORT, PGUSER = a superuser) pointing at it.  It
+measures and never asserts.
+
+graphile-worker is the Node.js queue that users would pick instead.  With 4
+and 16 workers, four ways of working through a queue of no-op jobs take
+turns in ROUNDS interleaved rounds (their order rotated every round), on the
+same server, with synchronous_commit on:
+
+  graphile-worker, one job       its run() with concurrency N and its
+                                 defaults: each worker fetches one job
+                                 (get_job) and deletes it when its task
+                                 returns
+  graphile-worker, local queue   the same with its local queue
+                                 (localQueue.size = 10 x N: as many jobs
+                                 locked at once as N distlock workers with
+                                 batches of 10) and batched completion
+                                 (completeJobBatchDelay = 0)
+  distlock, one job per call     N pgbench clients, each looping claim(q,
+                                 sid, 1) + complete(id, sid)
+                                 (job_distlock.sql, as bench.py's job1)
+  distlock, batches of 10        claim(q, sid, 10) + complete_batch(ids,
+                                 sid) (as bench.py's job10)
+
+graphile-worker runs in one Node process (bench/graphile/e2e.mjs, through
+install.sh's Node), its task an empty async function; distlock's workers
+are pgbench's clients, a C program, so the client side costs distlock less
+CPU than Node costs graphile-worker, on the same 2 cores as the server.
+
+Every round starts alike: both job tables truncated, the variant's queue
+filled with the same jobs (payload {"to": "user<n>@example.com"}; distlock
+through INSERT as bench.py fills it, graphile-worker through its
+graphile_worker.add_jobs) with more than the round can take, vacuumed,
+then a CHECKPOINT.  The workers start; after WARM_SECS the window opens:
+jobs completed are counted in the tables at its start and end (distlock:
+rows with status completed; graphile-worker deletes a completed job, so
+the rows that left its table), over ROUND_SECS.  A round whose queue ran
+low is run again with a larger fill.
+
+The semantics differ: graphile-worker completes a job with a plain DELETE
+of its row, with no check that the worker is still alive or still holds
+the job, so a worker that was presumed dead and whose job was handed to
+another still deletes it; distlock's complete and complete_batch check,
+under the session's use lock, that the session is live and the job is
+still its own, and keep the job's row as history.
+
+Prints a table and issue 17's end-to-end targets, appends them to
+bench/results/latest.txt and writes bench/results/e2e-<time>.csv.
+
+Environment: E2E_WORKERS ("4 16"), WARM_SECS (1), GRAPHILE_DIR
+(bench/graphile/install.sh's directory; unset or empty leaves
+graphile-worker's rows out), and bench.py's ROUNDS and ROUND_SECS.
+"""
+
+import csv
+import datetime
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, BENCH)
+import bench  # noqa: E402  (Db, fills, pgbench command lines, targets)
+import wake  # noqa: E402  (the graphile-worker process)
+
+WORKERS = [int(n) for n in os.environ.get("E2E_WORKERS", "4 16").split()]
+WARM = float(os.environ.get("WARM_SECS", "1"))
+SECS = bench.SECS
+BATCH = 10
+APP = "e2e-distlock"
+GROUP = "e2e"
+SYNC = "on"
+TABLES = "distlock.jobs" + (", graphile_worker._private_jobs" if wake.GRAPHILE_DIR else "")
+
+log = bench.log
+
+
+class Variant:
+    """One way of working through the queue: graphile-worker in a mode of
+    e2e.mjs, or distlock's job cycle with batches of batch jobs."""
+
+    def __init__(self, name, kind, mode, fill_rate):
+        self.name, self.kind, self.mode, self.fill_rate = name, kind, mode, fill_rate
+        if kind == "distlock":
+            self.pgbench = bench.Variant(name, "job_distlock.sql", "distlock",
+                                         {"batch": mode, "have_sid": 0, "jid": 0})
+
+    def fill(self, db, n):
+        db.run(f"TRUNCATE {TABLES}")
+        if self.kind == "distlock":
+            bench.fill_distlock(db, n)
+        else:
+            db.run(f"""
+                SELECT count(*) FROM graphile_worker.add_jobs(ARRAY(
+                    SELECT ROW('e2e', {bench.PAYLOAD_SQL}::json, NULL, now(), 5, NULL, 0,
+                               NULL)::graphile_worker.job_spec
+                      FROM generate_series(1, %s) g))""", (n,))
+        db.run(f"VACUUM ANALYZE distlock.sessions, {TABLES}")
+        db.run("CHECKPOINT")
+
+    def state(self, db):
+        """(jobs completed so far, up to a constant; jobs left)."""
+        if self.kind == "distlock":
+            return db.run("SELECT count(*) FILTER (WHERE status = 'completed'),"
+                          " count(*) FILTER (WHERE status = 'pending') FROM distlock.jobs")[0]
+        left = db.one("SELECT count(*) FROM graphile_worker._private_jobs")
+        return -left, left
+
+    def start(self, db, n):
+        if self.kind == "graphile":
+            return wake.Graphile(n, {}, "e2e.mjs", (self.mode,))
+        # pgbench is stopped once the window closes; its messages go to a
+        # file, which cannot fill up and stop it as a pipe would
+        err = tempfile.TemporaryFile("w+")
+        p = subprocess.Popen(bench.pgbench_cmd(self.pgbench, n, int(WARM + SECS + 60)),
+                             stdout=subprocess.DEVNULL, stderr=err,
+                             env=dict(os.environ, PGAPPNAME=APP))
+        p.err_file = err
+        if not wake.wait_for_backends(db, APP, n):
+            p.kill()
+            raise SystemExit(f"{self.name}: pgbench did not connect: {pgbench_err(p)}")
+        return p
+
+    def stop(self, db, w):
+        if self.kind == "graphile":
+            w.close()
+            return f", {w.handled} handled" if w.handled is not None else ""
+        w.terminate()
+        err = pgbench_err(w)
+        wake.terminate(db, APP)
+        return f"; pgbench: {err[-300:]}" if err else ""
+
+
+def pgbench_err(p):
+    """What pgbench wrote to its stderr file."""
+    p.wait()
+    p.err_file.seek(0)
+    return p.err_file.read().strip()
+
+
+VARIANTS = [
+    Variant("graphile-worker, one job", "graphile", "one", 3000),
+    Variant("graphile-worker, local queue + batched completion", "graphile", "batched", 25000),
+    Variant("distlock, one job per call", "distlock", 1, 5000),
+    Variant(f"distlock, batches of {BATCH}", "distlock", BATCH, 30000),
+]
+PAIRS = [  # issue 17's targets: (label, distlock, graphile-worker, goal)
+    ("batched mode: distlock batches of 10 vs graphile-worker's local queue",
+     VARIANTS[3].name, VARIANTS[1].name, 1.2),
+    ("one job per call: distlock vs graphile-worker's one-job mode",
+     VARIANTS[2].name, VARIANTS[0].name, 1.5),
+]
+
+
+def run_round(db, v, n, est):
+    """Fill, start the workers, count the window; (jobs, secs).  A round
+    whose queue ran low is run again with four times the fill."""
+    for _ in range(3):
+        v.fill(db, 10000 + int(est * (WARM + SECS + 3) * 1.5))
+        w = v.start(db, n)
+        try:
+            time.sleep(WARM)
+            done0, _ = v.state(db)
+            t0 = time.monotonic()
+            time.sleep(SECS)
+            done1, left = v.state(db)
+            t1 = time.monotonic()
+        finally:
+            note = v.stop(db, w)
+        if left >= 1000:
+            return done1 - done0, t1 - t0, note
+        log(f"    {v.name}: the queue ran low ({left} jobs left); again with a larger fill")
+        est = est * 4
+    raise SystemExit(f"{v.name}: the queue kept running low")
+
+
+def report(results, variants):
+    ts = [f"{n} workers" for n in WORKERS]
+    out = [f"End to end (bench/e2e.py): jobs completed per second, no-op jobs, synchronous_commit"
+           f" {SYNC}, {bench.ROUNDS} round(s) of {SECS} s per variant and worker count;"
+           " graphile-worker in one Node process, distlock's workers pgbench clients.", "",
+           "| variant | " + " | ".join(ts) + " |",
+           "| --- | " + " | ".join("---:" for _ in ts) + " |"]
+    for v in variants:
+        cells = [results.get((SYNC, GROUP, n, v.name)) for n in WORKERS]
+        out.append(f"| {v.name} | "
+                   + " | ".join(f"{c.ops_per_s():,.0f}" if c else "" for c in cells) + " |")
+    out += ["", "Targets (issue 17, end to end against graphile-worker):", ""]
+    for label, num, den, goal in PAIRS:
+        bench.check_ratio(out, results, label, SYNC, GROUP, WORKERS, num, den, goal)
+    out += ["", "graphile-worker completes a job with a plain DELETE: no check that its worker"
+            " is alive or still holds the job; distlock's complete checks that the session is"
+            " live and the job still its own, and keeps the row."]
+    return "\n".join(out) + "\n"
+
+
+def main():
+    db = bench.Db()
+    variants = [v for v in VARIANTS if v.kind == "distlock" or wake.GRAPHILE_DIR]
+    if wake.GRAPHILE_DIR:
+        # its schema, before the first fill
+        if wake.graphile_node("e2e.mjs", "1", "migrate").wait() != 0:
+            raise SystemExit("graphile-worker's migrations failed")
+    else:
+        log("e2e: GRAPHILE_DIR is not set; graphile-worker's rows are left out")
+    sync = db.one("SHOW synchronous_commit")
+    db.run(f"ALTER SYSTEM SET synchronous_commit = {SYNC}")
+    db.run("SELECT pg_reload_conf()")
+    bench.reset_sessions(db)
+    results, est, rows = {}, {}, []
+    log(f"== end to end against graphile-worker, synchronous_commit {SYNC}")
+    try:
+        for n in WORKERS:
+            for rnd in range(bench.ROUNDS):
+                order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]
+                for v in order:
+                    jobs, secs, note = run_round(db, v, n, est.get((v.name, n), v.fill_rate))
+                    results.setdefault((SYNC, GROUP, n, v.name), bench.Cell()).add(
+                        jobs, 0, secs, (0, 0), [])
+                    est[(v.name, n)] = max(jobs / secs, 1000)
+                    rows.append(dict(workers=n, round=rnd + 1, variant=v.name, jobs=jobs,
+                                     secs=round(secs, 3), jobs_per_s=round(jobs / secs, 1)))
+                    log(f"  e2e n={n:<2} r{rnd + 1} {v.name:50} {jobs / secs:8.0f} jobs/s{note}")
+    finally:
+        db.run(f"TRUNCATE {TABLES}")
+        db.run(f"ALTER SYSTEM SET synchronous_commit = {sync}")
+        db.run("SELECT pg_reload_conf()")
+    text = report(results, variants)
+    print(text)
+    os.makedirs(bench.RESULTS, exist_ok=True)
+    with open(os.path.join(bench.RESULTS, "latest.txt"), "a") as f:
+        f.write("\n" + text)
+    path = os.path.join(bench.RESULTS,
+                        f"e2e-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    log(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()
