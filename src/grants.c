@@ -305,16 +305,18 @@ distlock_has_queue_privilege(PG_FUNCTION_ARGS)
 	int			mask;
 	Oid			owner;
 	bool		allowed;
+	text	   *queue;
 
 	dl_arg_not_null(fcinfo, 0, "role");
-	dl_arg_not_null(fcinfo, 1, "queue name");
+	queue = dl_arg_name(fcinfo, 1, "queue name");
 	dl_arg_not_null(fcinfo, 2, "privilege");
 	mask = grants_parse(PG_GETARG_TEXT_PP(2));
+	dl_check_role_exists(PG_GETARG_OID(0));
 
 	dl_enter(&call, "distlock.has_queue_privilege()", false);
-	owner = PG_ARGISNULL(3) ? call.caller : PG_GETARG_OID(3);
+	owner = dl_arg_owner(fcinfo, 3, &call);
 	call.caller = PG_GETARG_OID(0);
-	allowed = dl_queue_allowed(&call, owner, PG_GETARG_DATUM(1), mask);
+	allowed = dl_queue_allowed(&call, owner, PointerGetDatum(queue), mask);
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(allowed);

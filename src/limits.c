@@ -297,6 +297,8 @@ distlock_set_limit(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("limit \"%s\" must be at least %d", name,
 						which == DL_LIMIT_PAYLOAD ? DISTLOCK_MIN_PAYLOAD : 0)));
+	if (!PG_ARGISNULL(2))
+		dl_check_role_exists(PG_GETARG_OID(2));
 	values[0] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
 	values[1] = PG_ARGISNULL(1) ? (Datum) 0 : PG_GETARG_DATUM(1);
 	nulls[1] = PG_ARGISNULL(1) ? 'n' : ' ';
