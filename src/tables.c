@@ -54,12 +54,12 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "parser/parse_relation.h"
+#include "storage/bufmgr.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
-#include "storage/bufmgr.h"
 #include "utils/uuid.h"
 
 #include "compat.h"
@@ -67,15 +67,16 @@
 
 /*
  * Whether an UPDATE of rel would do nothing but what the direct paths do:
- * no trigger but distlock's own jobs_pending, no rule or forced row
- * security, no NOT NULL on result, no CHECK constraint or stored
- * generated column (ExecUpdate would check or compute them), no
+ * no trigger but distlock's own (jobs_pending, jobs_unpending), no rule or
+ * forced row security, no NOT NULL on result, no CHECK constraint or
+ * stored generated column (ExecUpdate would check or compute them), no
  * inheritance children, and no ExecutorCheckPerms_hook that would want to
  * see the statement (sepgsql).  Only the table's owner can add any of
- * these; the SQL paths then apply them.  jobs_pending fires only for
- * versions made pending, which the direct paths never write (they claim
- * and complete), so it has nothing to do for them.  *positions says
- * whether it fires always, as claim positions need (position.c).
+ * these; the SQL paths then apply them.  The two triggers note versions
+ * made pending and taken out of pending (position.c): the direct paths
+ * make none pending, and a direct claim notes what it takes itself, so
+ * they have nothing to do for them.  *positions says whether both are
+ * there and fire always, as claim positions need.
  */
 static bool
 jobs_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
