@@ -45,6 +45,26 @@ PG_FUNCTION_INFO_V1(distlock_lock_key);
  * make pg_try_advisory_lock() answer NULL, which reads as "not acquired").
  */
 /*
+ * The keys of the last inputs, most recent first: a worker's calls digest
+ * the same queue, lock and session names over and over (a claim's wake-up
+ * key, a session's lock tags), and a digest costs more than the rest of a
+ * wake-up.  Inputs longer than a single-byte name and its owner's OID are
+ * not kept.
+ */
+#define SHA_CACHE_SIZE	4
+#define SHA_CACHE_INPUT	(DISTLOCK_MAX_NAME_CHARS + sizeof(Oid))
+
+typedef struct ShaCacheEntry
+{
+	size_t		len;
+	uint64		key;
+	uint8		data[SHA_CACHE_INPUT];
+} ShaCacheEntry;
+
+static ShaCacheEntry sha_cache[SHA_CACHE_SIZE];
+static int	sha_cache_used = 0;
+
+/*
  * The first 8 bytes of the SHA-256 digest of data, as a little-endian
  * integer: lock_key()'s key, and the key of a session's lock tags
  * (session.c), which must not tell other roles the session's id.
@@ -55,6 +75,17 @@ dl_sha256_key(const uint8 *data, size_t len)
 	pg_cryptohash_ctx *ctx;
 	uint8		digest[PG_SHA256_DIGEST_LENGTH];
 	uint64		key = 0;
+	ShaCacheEntry found;
+
+	for (int i = 0; i < sha_cache_used; i++)
+	{
+		if (sha_cache[i].len != len || memcmp(sha_cache[i].data, data, len) != 0)
+			continue;
+		found = sha_cache[i];
+		memmove(&sha_cache[1], &sha_cache[0], i * sizeof(ShaCacheEntry));
+		sha_cache[0] = found;
+		return found.key;
+	}
 
 	ctx = pg_cryptohash_create(PG_SHA256);
 	if (pg_cryptohash_init(ctx) < 0 ||
@@ -66,6 +97,17 @@ dl_sha256_key(const uint8 *data, size_t len)
 
 	for (int i = 7; i >= 0; i--)
 		key = (key << 8) | digest[i];
+
+	if (len <= SHA_CACHE_INPUT)
+	{
+		if (sha_cache_used < SHA_CACHE_SIZE)
+			sha_cache_used++;
+		memmove(&sha_cache[1], &sha_cache[0],
+				(sha_cache_used - 1) * sizeof(ShaCacheEntry));
+		sha_cache[0].len = len;
+		sha_cache[0].key = key;
+		memcpy(sha_cache[0].data, data, len);
+	}
 	return key;
 }
 

@@ -53,6 +53,7 @@
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
 #include "parser/parse_relation.h"
 #include "storage/bufmgr.h"
 #include "utils/fmgroids.h"
@@ -116,6 +117,67 @@ jobs_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
 }
 
 /*
+ * The partial indexes' predicates, ready to evaluate, kept for the life of
+ * the backend: ExecInsertIndexTuples() would otherwise plan and compile
+ * each of them again for every call (an estate lasts one call), which cost
+ * a tenth of a complete().  An entry is used only for the index it was made
+ * for and while the predicate is still the same tree.
+ */
+typedef struct PredicateEntry
+{
+	Oid			index;
+	List	   *predicate;		/* as IndexInfo has it */
+	ExprState  *state;
+} PredicateEntry;
+
+#define MAX_CACHED_PREDICATES	8
+
+static PredicateEntry predicates[MAX_CACHED_PREDICATES];
+static int	npredicates = 0;
+static MemoryContext predicate_cxt = NULL;
+
+static void
+jobs_predicates(ResultRelInfo *rri)
+{
+	for (int i = 0; i < rri->ri_NumIndices; i++)
+	{
+		IndexInfo  *ii = rri->ri_IndexRelationInfo[i];
+		Oid			index = RelationGetRelid(rri->ri_IndexRelationDescs[i]);
+		PredicateEntry *entry = NULL;
+		MemoryContext old;
+
+		if (ii->ii_Predicate == NIL)
+			continue;
+		for (int j = 0; j < npredicates && !entry; j++)
+		{
+			if (predicates[j].index == index)
+				entry = &predicates[j];
+		}
+		/* an OID used again by another index: the executor prepares it */
+		if (entry && !equal(entry->predicate, ii->ii_Predicate))
+			continue;
+		if (!entry)
+		{
+			if (npredicates == MAX_CACHED_PREDICATES)
+				continue;		/* the executor prepares it */
+			if (!predicate_cxt)
+				predicate_cxt = AllocSetContextCreate(TopMemoryContext,
+													  "distlock index predicates",
+													  ALLOCSET_SMALL_SIZES);
+			old = MemoryContextSwitchTo(predicate_cxt);
+			entry = &predicates[npredicates];
+			entry->index = index;
+			entry->predicate = copyObject(ii->ii_Predicate);
+			entry->state = ExecInitQual((List *) expression_planner((Expr *) copyObject(ii->ii_Predicate)),
+										NULL);
+			MemoryContextSwitchTo(old);
+			npredicates++;
+		}
+		ii->ii_PredicateState = entry->state;
+	}
+}
+
+/*
  * Open distlock.jobs to update the columns listed (nupdated attribute
  * numbers) with its indexes kept as an UPDATE statement would keep them.
  * Returns false, opening nothing, where the direct paths do not apply.
@@ -175,6 +237,8 @@ dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
 			return false;
 		}
 	}
+
+	jobs_predicates(jt->result_rel);
 
 	jt->old = table_slot_create(jt->rel, NULL);
 	jt->locked = table_slot_create(jt->rel, NULL);
