@@ -6,6 +6,7 @@ OBJS = \
 	src/access.o \
 	src/admin.o \
 	src/advisory.o \
+	src/beat.o \
 	src/catalog.o \
 	src/check.o \
 	src/distlock.o \
@@ -86,6 +87,7 @@ ISOLATION = \
 	queue_revoke \
 	producer_cleanup \
 	claim_position \
+	heartbeat_memory \
 	token_rebase
 
 REGRESS_OPTS = --inputdir=test

@@ -494,3 +494,17 @@ CREATE TRIGGER jobs_unpending BEFORE UPDATE OR DELETE ON distlock.jobs
 	EXECUTE FUNCTION distlock.jobs_pending('old');
 ALTER TABLE distlock.jobs ENABLE ALWAYS TRIGGER jobs_pending;
 ALTER TABLE distlock.jobs ENABLE ALWAYS TRIGGER jobs_unpending;
+
+-- Heartbeats kept in shared memory (src/beat.c): with distlock preloaded
+-- (or the DSM registry, 17 and later) a session's expires_at is a bound
+-- its heartbeats' promise never passes, written ahead of it, and the
+-- promise itself lives in shared memory.  The views show the promise.
+CREATE FUNCTION distlock.session_expiry(session_id uuid, expires_at timestamptz)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'distlock_session_expiry'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+COMMENT ON FUNCTION distlock.session_expiry(uuid, timestamptz) IS
+	'when session session_id, whose row says expires_at, expires: what its heartbeats promised';
+REVOKE ALL ON FUNCTION distlock.session_expiry(uuid, timestamptz) FROM PUBLIC;
+COMMENT ON COLUMN distlock.sessions.expires_at IS
+	'a bound on the session''s expiry, which the distlock.live_sessions view shows; equal to it unless heartbeats are kept in shared memory';

@@ -181,6 +181,7 @@ catalog_fill(DistlockCatalog *c)
 	c->session_id = catalog_column(c->sessions, "id");
 	c->session_expires_at = catalog_column(c->sessions, "expires_at");
 	c->session_created_by = catalog_column(c->sessions, "created_by");
+	c->session_ttl = catalog_column(c->sessions, "ttl");
 
 	c->status_type = get_atttype(c->jobs, c->job_status);
 	c->status_pending = catalog_enum_value(c->status_type, "pending");

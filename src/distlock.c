@@ -135,6 +135,21 @@ _PG_init(void)
 							   NULL,
 							   NULL,
 							   NULL);
+	DefineCustomIntVariable("distlock.heartbeat_persist_ahead",
+							"How far ahead of its promise a heartbeat may write its session's expiry.",
+							"With shared memory, heartbeats write a session's row only when it falls "
+							"behind their promise, then this far ahead (at most three ttls): after a "
+							"crash or failover a session may outlive its last heartbeat by as much. "
+							"0: every heartbeat writes its promise.",
+							&dl_heartbeat_persist_ahead,
+							300000,
+							0,
+							INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL,
+							NULL,
+							NULL);
 	MarkGUCPrefixReserved("distlock");
 
 	if (process_shared_preload_libraries_in_progress)
@@ -142,6 +157,7 @@ _PG_init(void)
 		dl_preloaded = true;
 		dl_wake_preload();
 		dl_position_preload();
+		dl_beat_preload();
 		dl_worker_preload();
 	}
 }

@@ -47,7 +47,13 @@
  * Row lock modes on a session row:
  *	FOR KEY SHARE		the session itself acting, at REPEATABLE READ or
  *						SERIALIZABLE.
- *	FOR NO KEY UPDATE	heartbeat, of a session it found live.
+ *	FOR NO KEY UPDATE	heartbeat, of a session it found live, when it
+ *						writes the row.  With shared memory (beat.c) a
+ *						heartbeat mostly writes nothing: it then holds
+ *						the session's use lock in ShareLock instead, taken
+ *						only if it can be at once, so that a close waits
+ *						for it and a reap skips the session as for any
+ *						call of the session in flight.
  *	FOR UPDATE			session_close, reap: the row is deleted.
  *
  * What waits for what.  A call waits only for: the lock row it may win
@@ -102,6 +108,7 @@
 #include "nodes/execnodes.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "utils/uuid.h"
 
 /*
  * Names (of locks and throttles), owners, queues and dedup keys are 1 to
@@ -191,6 +198,7 @@ typedef struct DistlockCatalog
 	AttrNumber	session_id;
 	AttrNumber	session_expires_at;
 	AttrNumber	session_created_by;
+	AttrNumber	session_ttl;
 	/* distlock.job_status and its values */
 	Oid			status_type;
 	Oid			status_pending;
@@ -423,6 +431,19 @@ extern void dl_wake_at_end(DistlockWaitKind kind, Oid owner, Datum name,
 /* queue.c: what a statement giving jobs back to pending returns */
 #define DL_JOBS_BACK_RETURNING	"queue, status, queue_owner"
 extern void dl_wake_for_jobs_back(void);
+
+/* beat.c: heartbeats kept in shared memory, persisted ahead */
+extern int	dl_heartbeat_persist_ahead;
+extern void dl_beat_preload(void);
+extern TimestampTz dl_beat_effective(Datum id, TimestampTz row_expires);
+extern bool dl_beat_due(TimestampTz now);
+extern bool dl_beat_skip_write(Datum id, TimestampTz row_expires,
+							   TimestampTz promise);
+extern TimestampTz dl_beat_write(Datum id, TimestampTz row_expires,
+								 TimestampTz promise, int64 ttl_us);
+extern int	dl_beat_expired(TimestampTz now, pg_uuid_t *ids, int max);
+extern void dl_beat_gone(Datum id);
+extern void dl_beat_at_end(bool commit);
 
 /* position.c: where a claim of a queue's priority group may start */
 /* Longer queue names have no positions. */

@@ -205,7 +205,9 @@ lease_read(text *name, LeaseRow *row)
 	row->created_by = DatumGetObjectId(dl_getattr(0, LOCK_COL_CREATOR, &isnull));
 	d = dl_getattr(0, LOCK_COL_HOLDER_EXPIRES, &isnull);
 	row->has_holder_expiry = !isnull;
-	row->holder_expires = isnull ? 0 : DatumGetTimestampTz(d);
+	/* what its heartbeats promised (beat.c), read after the row */
+	row->holder_expires = isnull ? 0 :
+		dl_beat_effective(row->session_id, DatumGetTimestampTz(d));
 
 	dl_version_check_visible(dl_catalog()->locks, &row->tid, row->xmin);
 	return true;

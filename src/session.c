@@ -4,9 +4,11 @@
  *		Worker sessions: open, heartbeat, close, reap.
  *
  * A session is a row in distlock.sessions that is live while the server
- * clock is before its expires_at.  Each heartbeat pushes expires_at to
- * now + ttl; once expires_at has passed, heartbeat() refuses, so a session
- * that has expired stays dead.  Its session-bound locks are free and its
+ * clock is before its expiry: its expires_at, or with shared memory what
+ * its heartbeats promised, kept there while the row is ahead of it
+ * (beat.c; every judgement below reads the row, then the promise).  Each
+ * heartbeat pushes the expiry to now + ttl; once it has passed,
+ * heartbeat() refuses, so a session that has expired stays dead.  Its session-bound locks are free and its
  * running jobs claimable from that moment, because every decision that
  * depends on a session reads its expires_at (see distlock.h); reap() only
  * deletes the row and hands the jobs back so that the tables stay small.
@@ -38,7 +40,7 @@
  *	  anything locked against heartbeats, and never waits for one.
  *
  * The rows themselves are read as last committed, without a row lock, at
- * READ COMMITTED: "live" read that way is true (expires_at only moves
+ * READ COMMITTED: "live" read that way is true (the expiry only moves
  * forward while the row exists, and a row is deleted only once it has
  * expired, or by a close that the use lock orders against), and "missing"
  * is true.  At REPEATABLE READ and SERIALIZABLE a session acting for itself
@@ -74,6 +76,7 @@
 #include "storage/itemptr.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
@@ -181,15 +184,18 @@ typedef enum SessionState
 
 /*
  * Read session_id's row as committed now, and as this transaction has
- * changed it so far: its expires_at (if expires is given) and created_by.
- * Returns false if there is none.  If others_expired is given, it is set
- * to whether any session had expired when the row was read (for claim's
- * reaping).  A plain read, without a row lock: the header comment says
- * when that can be trusted.
+ * changed it so far: its expiry (if expires is given: the heartbeats'
+ * promise, beat.c, from the row's expires_at) and created_by; and, if
+ * asked, the row's expires_at itself and the session's ttl.  Returns false
+ * if there is none.  If others_expired is given, it is set to whether any
+ * session had expired when the row was read (for claim's reaping).  A
+ * plain read, without a row lock: the header comment says when that can
+ * be trusted.
  */
 static bool
-session_read(Datum session_id, TimestampTz *expires, Oid *creator,
-			 bool *others_expired)
+session_read_row(Datum session_id, TimestampTz *expires, Oid *creator,
+				 bool *others_expired, TimestampTz *row_expires,
+				 Interval **ttl)
 {
 	const DistlockCatalog *cat = dl_catalog();
 	LatestRead	lr;
@@ -202,26 +208,47 @@ session_read(Datum session_id, TimestampTz *expires, Oid *creator,
 	if (found)
 	{
 		bool		isnull;
+		TimestampTz row = DatumGetTimestampTz(slot_getattr(lr.slot,
+														   cat->session_expires_at,
+														   &isnull));
 
+		if (row_expires)
+			*row_expires = row;
 		if (expires)
-			*expires = DatumGetTimestampTz(slot_getattr(lr.slot,
-														cat->session_expires_at,
-														&isnull));
+			*expires = dl_beat_effective(session_id, row);
+		if (ttl)
+			*ttl = DatumGetIntervalP(datumCopy(slot_getattr(lr.slot,
+															cat->session_ttl,
+															&isnull),
+											   false, sizeof(Interval)));
 		*creator = DatumGetObjectId(slot_getattr(lr.slot,
 												 cat->session_created_by,
 												 &isnull));
 	}
 
-	/* the first entry of sessions_expires_at_idx, if it is due */
+	/*
+	 * The first entry of sessions_expires_at_idx, if it is due, or a
+	 * promise in shared memory that has passed.
+	 */
 	if (found && others_expired)
 	{
+		TimestampTz now = GetCurrentTimestamp();
+
 		dl_latest_scan(&lr, cat->sessions_expires_at_idx,
 					   BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE,
-					   TimestampTzGetDatum(GetCurrentTimestamp()));
-		*others_expired = dl_latest_next(&lr);
+					   TimestampTzGetDatum(now));
+		*others_expired = dl_latest_next(&lr) || dl_beat_due(now);
 	}
 	dl_latest_close(&lr);
 	return found;
+}
+
+static bool
+session_read(Datum session_id, TimestampTz *expires, Oid *creator,
+			 bool *others_expired)
+{
+	return session_read_row(session_id, expires, creator, others_expired,
+							NULL, NULL);
 }
 
 /* Kinds of session lock tag (field4 of an advisory tag; core uses 1, 2). */
@@ -233,7 +260,7 @@ static void session_check_access(DistlockCall *call, Oid creator,
 
 /*
  * The state of a session whose row, read or locked just now, says expires
- * and creator.  With a call, the caller must be allowed to act on the
+ * (its expires_at) and creator.  With a call, the caller must be allowed to act on the
  * session (42501 otherwise).  The clock is read only now, after the row.
  */
 static SessionState
@@ -242,6 +269,7 @@ session_judge(DistlockCall *call, Datum session_id, TimestampTz expires,
 {
 	if (call)
 		session_check_access(call, creator, session_id);
+	expires = dl_beat_effective(session_id, expires);
 	return expires > GetCurrentTimestamp() ? SESSION_LIVE : SESSION_EXPIRED;
 }
 
@@ -424,8 +452,9 @@ session_acting_state(DistlockCall *call, Datum session_id,
 			state = SESSION_MISSING;
 		else
 		{
-			*expires = DatumGetTimestampTz(dl_getattr(0, SESSION_COL_EXPIRES,
-													  &isnull));
+			*expires = dl_beat_effective(session_id,
+										 DatumGetTimestampTz(dl_getattr(0, SESSION_COL_EXPIRES,
+																		&isnull)));
 			state = session_judge(call, session_id, *expires,
 								  DatumGetObjectId(dl_getattr(0, SESSION_COL_CREATOR,
 															  &isnull)));
@@ -605,6 +634,7 @@ session_end(Datum session_id, TimestampTz now, const char *why, bool wait)
 		return false;
 	}
 	dl_exec(&delete_stmt, values, NULL, 0);
+	dl_beat_gone(session_id);
 	/* its leases are free: their first waiters may take them */
 	dl_wake_at_commit(DL_WAIT_SESSION, InvalidOid, session_id, 1);
 	return true;
@@ -646,7 +676,7 @@ session_lock_version(ItemPointer tid, Datum id, TimestampTz now)
 
 		ok = memcmp(DatumGetUUIDP(read_id), DatumGetUUIDP(id),
 					UUID_LEN) == 0 &&
-			DatumGetTimestampTz(expires) <= now &&
+			dl_beat_effective(id, DatumGetTimestampTz(expires)) <= now &&
 			table_tuple_lock(lr.rel, tid, lr.snapshot, locked,
 							 GetCurrentCommandId(true), LockTupleExclusive,
 							 LockWaitSkip, 0, &tmfd) == TM_Ok;
@@ -665,6 +695,24 @@ typedef struct ReapCursor
 	TimestampTz expires_at;
 	pg_uuid_t	id;
 } ReapCursor;
+
+/*
+ * Reap session id, whose row version at tid was found expired at now,
+ * unless a call is using it (this transaction's own among them) or its
+ * row is held: see session_reap_batch().  Returns whether it was reaped.
+ */
+static bool
+session_reap_one(Datum id, ItemPointer tid, TimestampTz now)
+{
+	bool		locked;
+
+	if (session_used_by_me(id) ||
+		!session_lock(id, SESSION_TAG_USE, ExclusiveLock, true))
+		return false;			/* in use: a later reap takes it */
+	locked = session_lock_version(tid, id, now);
+	session_unlock(id, SESSION_TAG_USE, ExclusiveLock);
+	return locked && session_end(id, now, "session expired", false);
+}
 
 /*
  * Reap the sessions among the next limit candidates after *from that
@@ -714,19 +762,45 @@ session_reap_batch(TimestampTz now, int limit, ReapCursor *from,
 
 	for (uint64 i = 0; i < n; i++)
 	{
-		Datum		id = UUIDPGetDatum(&ids[i]);
-		bool		locked;
-
-		if (session_used_by_me(id) ||
-			!session_lock(id, SESSION_TAG_USE, ExclusiveLock, true))
-			continue;			/* in use: a later reap takes it */
-		locked = session_lock_version(&tids[i], id, now);
-		session_unlock(id, SESSION_TAG_USE, ExclusiveLock);
-		if (locked && session_end(id, now, "session expired", false))
+		if (session_reap_one(UUIDPGetDatum(&ids[i]), &tids[i], now))
 			reaped++;
 	}
 	pfree(ids);
 	pfree(tids);
+	return reaped;
+}
+
+/*
+ * Reap up to limit of the sessions whose promise in shared memory (beat.c)
+ * passed before now while their rows say later, which the walk through
+ * sessions_expires_at_idx does not find; returns how many were reaped.
+ */
+static int
+session_reap_promised(TimestampTz now, int limit)
+{
+	const DistlockCatalog *cat = dl_catalog();
+	pg_uuid_t  *ids = palloc(limit * sizeof(pg_uuid_t));
+	int			n = dl_beat_expired(now, ids, limit);
+	int			reaped = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		Datum		id = UUIDPGetDatum(&ids[i]);
+		LatestRead	lr;
+		ItemPointerData tid;
+		bool		found;
+
+		dl_latest_open(&lr, cat->sessions, AccessShareLock);
+		dl_latest_scan(&lr, cat->sessions_pkey, BTEqualStrategyNumber,
+					   F_UUID_EQ, id);
+		found = dl_latest_next(&lr);
+		if (found)
+			tid = lr.slot->tts_tid;
+		dl_latest_close(&lr);
+		if (found && session_reap_one(id, &tid, now))
+			reaped++;
+	}
+	pfree(ids);
 	return reaped;
 }
 
@@ -740,8 +814,9 @@ dl_reap_expired(TimestampTz now, int limit)
 {
 	ReapCursor	from = {DT_NOBEGIN};
 	int			examined;
+	int			reaped = session_reap_batch(now, limit, &from, &examined);
 
-	return session_reap_batch(now, limit, &from, &examined);
+	return reaped + session_reap_promised(now, limit);
 }
 
 /*
@@ -760,7 +835,8 @@ dl_reap_all(void)
 		total += session_reap_batch(GetCurrentTimestamp(),
 									DISTLOCK_REAP_BATCH, &from, &examined);
 	} while (examined == DISTLOCK_REAP_BATCH);
-	return total;
+	return total + session_reap_promised(GetCurrentTimestamp(),
+										 DISTLOCK_REAP_BATCH);
 }
 
 /*
@@ -801,6 +877,48 @@ distlock_session_open(PG_FUNCTION_ARGS)
 }
 
 /*
+ * A heartbeat that keeps its promise in shared memory (beat.c), writing
+ * nothing: at READ COMMITTED, with the session's use lock to be had at
+ * once (so that a close or reap in flight finds it, and it them), its
+ * beat lock held, and the row already ahead of the promise.  *live says
+ * whether the session was live; returns false, having let go of the use
+ * lock, when the row must be written (the usual path then decides).
+ */
+static bool
+heartbeat_in_memory(Datum session_id, bool *live)
+{
+	TimestampTz expires;
+	TimestampTz row;
+	TimestampTz now;
+	Interval   *ttl;
+	Oid			creator;
+
+	if (IsolationUsesXactSnapshot() ||
+		!session_lock(session_id, SESSION_TAG_USE, ShareLock, true))
+		return false;
+	if (!session_read_row(session_id, &expires, &creator, NULL, &row, &ttl))
+	{
+		session_unlock(session_id, SESSION_TAG_USE, ShareLock);
+		*live = false;
+		return true;
+	}
+	now = GetCurrentTimestamp();
+	/* expired is final: we hold the beat lock */
+	if (expires <= now)
+	{
+		session_unlock(session_id, SESSION_TAG_USE, ShareLock);
+		*live = false;
+		return true;
+	}
+	*live = true;
+	if (dl_beat_skip_write(session_id, row, dl_add_interval(now, ttl)))
+		return true;
+	/* the row is written as without shared memory, the use lock not held */
+	session_unlock(session_id, SESSION_TAG_USE, ShareLock);
+	return false;
+}
+
+/*
  * heartbeat(session_id uuid) RETURNS boolean
  *
  * Extend a live session to now + its ttl.  False when the session has
@@ -814,6 +932,7 @@ distlock_heartbeat(PG_FUNCTION_ARGS)
 	Datum		values[3];
 	Oid			creator;
 	bool		live;
+	bool		done = false;
 
 	dl_arg_not_null(fcinfo, 0, "session_id");
 	values[0] = PG_GETARG_DATUM(0);
@@ -826,28 +945,36 @@ distlock_heartbeat(PG_FUNCTION_ARGS)
 		session_check_access(&call, creator, values[0]);
 		session_lock(values[0], SESSION_TAG_BEAT, ExclusiveLock, false);
 
-		/*
-		 * An expired session stays dead: say so without waiting for a row
-		 * lock that a reaper may hold until its transaction ends.
-		 */
-		if (!IsolationUsesXactSnapshot())
-			live = session_state_now(values[0], NULL, NULL) == SESSION_LIVE;
-		if (live)
-			live = session_lock_state(&lock_heartbeat_stmt, values[0],
-									  &call) == SESSION_LIVE;
+		done = heartbeat_in_memory(values[0], &live);
+		if (!done)
+		{
+			/*
+			 * An expired session stays dead: say so without waiting for a
+			 * row lock that a reaper may hold until its transaction ends.
+			 */
+			if (!IsolationUsesXactSnapshot())
+				live = session_state_now(values[0], NULL, NULL) == SESSION_LIVE;
+			if (live)
+				live = session_lock_state(&lock_heartbeat_stmt, values[0],
+										  &call) == SESSION_LIVE;
+		}
 		/* refused: nothing is in flight, judges need not count it live */
 		if (!live)
 			session_unlock(values[0], SESSION_TAG_BEAT, ExclusiveLock);
 	}
-	if (live)
+	if (live && !done)
 	{
 		bool		isnull;
 		Interval   *ttl = DatumGetIntervalP(dl_getattr(0, SESSION_COL_TTL,
 														&isnull));
+		TimestampTz row = DatumGetTimestampTz(dl_getattr(0, SESSION_COL_EXPIRES,
+														 &isnull));
 		TimestampTz now = GetCurrentTimestamp();
+		TimestampTz promise = dl_add_interval(now, ttl);
 
 		values[1] = TimestampTzGetDatum(now);
-		values[2] = TimestampTzGetDatum(dl_add_interval(now, ttl));
+		values[2] = TimestampTzGetDatum(dl_beat_write(values[0], row, promise,
+													  promise - now));
 		dl_exec(&heartbeat_stmt, values, NULL, 0);
 	}
 	dl_leave(&call);

@@ -35,10 +35,13 @@ PG_FUNCTION_INFO_V1(distlock_active_locks_rows);
 PG_FUNCTION_INFO_V1(distlock_queue_stats_rows);
 
 static DistlockStmt live_sessions_stmt = {
-	"SELECT s.id, s.owner, s.info, s.ttl, s.created_at, s.heartbeat_at,"
-	" s.expires_at, s.expires_at - clock_timestamp(), s.created_by"
-	" FROM distlock.sessions s"
-	" WHERE s.expires_at > clock_timestamp()"
+	"SELECT s.id, s.owner, s.info, s.ttl, s.created_at,"
+	" CASE WHEN e.at = s.expires_at THEN s.heartbeat_at"
+	"  ELSE e.at - s.ttl END,"
+	" e.at, e.at - clock_timestamp(), s.created_by"
+	" FROM distlock.sessions s,"
+	" LATERAL (SELECT distlock.session_expiry(s.id, s.expires_at) AS at) e"
+	" WHERE e.at > clock_timestamp()"
 	" AND distlock.may_act_for($1, s.created_by)",
 	1, {REGROLEOID}
 };
@@ -61,7 +64,8 @@ static DistlockStmt active_locks_stmt = {
 	" FROM distlock.locks l,"
 	" LATERAL (SELECT l.owner IS NOT NULL AND (l.session_id IS NULL"
 	"  OR EXISTS (SELECT 1 FROM distlock.sessions s"
-	"   WHERE s.id = l.session_id AND s.expires_at > clock_timestamp()))"
+	"   WHERE s.id = l.session_id"
+	"   AND distlock.session_expiry(s.id, s.expires_at) > clock_timestamp()))"
 	"  AS intact) c"
 	" WHERE ((c.intact AND (l.expires_at IS NULL"
 	"  OR l.expires_at > clock_timestamp()))"

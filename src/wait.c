@@ -351,7 +351,8 @@ wait_keep_session(Datum session_id, TimestampTz now)
 		dl_enter(&call, "distlock.claim_wait()", false);
 		if (dl_exec(&session_ttl_stmt, values, NULL, 1) == 1)
 		{
-			TimestampTz expires = DatumGetTimestampTz(dl_getattr(0, 1, &isnull));
+			TimestampTz expires = dl_beat_effective(values[0],
+													DatumGetTimestampTz(dl_getattr(0, 1, &isnull)));
 			Interval   *ttl = DatumGetIntervalP(dl_getattr(0, 2, &isnull));
 
 			beat_at = expires - dl_interval_usecs(ttl) / 2;
@@ -647,8 +648,9 @@ wait_lease_free_at(text *name, uint64 *session_key)
 			d = dl_getattr(0, 5, &isnull);
 			if (isnull)
 				at = 0;
-			else if (DatumGetTimestampTz(d) < at)
-				at = DatumGetTimestampTz(d);
+			else
+				at = Min(at, dl_beat_effective(session,
+											   DatumGetTimestampTz(d)));
 		}
 		d = dl_getattr(0, 4, &isnull);
 		if (!isnull && DatumGetTimestampTz(d) > at)

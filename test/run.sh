@@ -36,6 +36,7 @@ scripts=(
 	test/scripts/readme_snippets.sh
 	test/scripts/throttle_bound.sh
 	test/scripts/token_crash.sh
+	test/scripts/heartbeat_memory.sh
 	test/scripts/wait.sh
 	test/scripts/maintenance.sh
 	test/fault/run.sh

@@ -67,16 +67,32 @@ Invariants (shared/research/reliability.md, section 6):
       acknowledged operation that changed something committed (durably,
       across crashes) and left the changes it reported, and a "no" answer
       left none; every unknown outcome resolved as committed left its
-      changes.  (A refusal writes no WAL, so PostgreSQL does not wait for
-      its commit record to reach disk: a crash may lose it and hand its
-      transaction id out again.  That loses nothing and is only counted.)
+      changes.  A heartbeat that answered true wrote its session's row at
+      most once, with heartbeat_at within its call and expires_at from
+      ttl to 4 ttl past it (written ahead, with shared memory), or, with
+      shared memory, nothing, and then a version of the row committed
+      before the call's end already covered its promise (so that a crash
+      cannot lose it).  (A refusal, or a heartbeat that wrote nothing,
+      writes no WAL, so PostgreSQL does not wait for its commit record to
+      reach disk: a crash may lose it and hand its transaction id out
+      again.  That loses nothing and is only counted.)
   Q1  every job completed exactly once, with exactly one effect, committed
       in the acknowledging transaction
   Q2  every accepted acknowledgement came from the job's claiming session
-      while that session was live
+      while that session may have been live: within what the server had
+      promised it (session_open() until expires_at, each true heartbeat
+      until its clock + ttl: heartbeat_at + ttl for one that wrote the
+      row, up to t1 + ttl for one that did not), or, after a crash, until
+      the row's expires_at as committed at the crash
   Q3  no job lost: every enqueued job is completed at the end
   Q4  acknowledgements from expired sessions were refused (counted; the
       fault floors require some)
+  S1  no session died before its promise: no reap (reap(), a claim's reap
+      in passing: any deletion of its row but its own session_close())
+      came before the latest promise the session had been given when the
+      reaping call began (created_at + ttl, heartbeat_at + ttl of a row
+      update committed by then, t0 + ttl of a true heartbeat that committed
+      and had ended by then, whether it wrote the row or not)
 """
 
 import bisect
@@ -88,7 +104,7 @@ import os
 import re
 import sys
 
-INVARIANTS = ["L1", "L2", "L3", "L4", "L5", "L6", "Q1", "Q2", "Q3"]
+INVARIANTS = ["L1", "L2", "L3", "L4", "L5", "L6", "Q1", "Q2", "Q3", "S1"]
 EXAMPLES = 3            # counterexamples printed per invariant
 
 
@@ -414,48 +430,230 @@ class Check:
         return self.owner_at(row["xid"], row.get("at"))
 
     # -- sessions: when was each live --------------------------------------
+    #
+    # A session lives as long as the server promised it: session_open()
+    # until created_at + ttl, each heartbeat that answered true from its
+    # call until the call's clock + ttl.  With its heartbeats in shared
+    # memory (distlock preloaded) a heartbeat keeps its promise there and
+    # writes the row only when the row's expires_at does not cover the
+    # promise already, and then writes it ahead (expires_at =
+    # heartbeat_at + ttl + A, A at most 3 ttl): a row update promises
+    # heartbeat_at + ttl, not its expires_at, and a heartbeat that wrote
+    # nothing promised t + ttl for some server time t in its call [t0,
+    # t1] (t0 and t1 are the server's clock too).  A crash empties shared
+    # memory: from the restart every session lives until its row's
+    # expires_at as committed at the crash.  The ttl is the INSERT's
+    # expires_at - created_at.  Without shared memory every true heartbeat
+    # writes expires_at = heartbeat_at + ttl, the beats add nothing to the
+    # rows and the restarts nothing that the rows do not give: the
+    # intervals are the rows' [start, expires_at] as before.
 
-    def sessions(self):
-        ivs = collections.defaultdict(list)
-        ended = {}
+    def session_rows(self):
+        """Per session: its ttl, its row versions in commit order (commit,
+        change), its heartbeats that answered true, and its deletions."""
+        self.sess_ttl = {}
+        self.sess_versions = collections.defaultdict(list)
+        self.sess_deletions = collections.defaultdict(list)
         for a in self.changes:
             if a["tbl"] != "sessions":
                 continue
             if a["op"] in ("I", "U"):
                 n = a["new"]
-                start = n.get("heartbeat") if a["op"] == "U" else n.get("created")
+                if a["op"] == "I" and n.get("expires") is not None \
+                        and n.get("created") is not None:
+                    self.sess_ttl[n["id"]] = n["expires"] - n["created"]
+                self.sess_versions[n["id"]].append((a.get("commit") or 0, a))
+            elif a["op"] == "D":
+                self.sess_deletions[a["old"]["id"]].append(a)
+        # commit times and the running maximum of expires_at, for covered()
+        self.sess_reach = {}
+        for sid, vs in self.sess_versions.items():
+            top, reach = None, []
+            for _, a in vs:
+                e = a["new"].get("expires")
+                if e is not None and (top is None or e > top):
+                    top = e
+                reach.append(top)
+            self.sess_reach[sid] = ([c for c, _ in vs], reach)
+        self.beats = collections.defaultdict(list)
+        for op in self.ops:
+            if op["op"] == "heartbeat" and op.get("r") is True and op.get("sid") is not None \
+                    and op.get("t0") is not None and op.get("t1") is not None:
+                self.beats[op["sid"]].append(op)
+
+    def covered(self, sid, t0, t1, ttl):
+        """Whether a heartbeat of session sid in [t0, t1] could have found
+        its promise (at least t0 + ttl) in the row, written ahead: some
+        version committed by t1 reached that far."""
+        commits, reach = self.sess_reach.get(sid, ([], []))
+        k = bisect.bisect_right(commits, t1)
+        return k > 0 and reach[k - 1] is not None and reach[k - 1] >= t0 + ttl
+
+    def beat_update(self, op):
+        """The updates of its session's row that heartbeat op committed."""
+        return [row for k, row in self.rows.get(id(op), [])
+                if k == "changes" and row["tbl"] == "sessions" and row["op"] == "U"
+                and row["new"]["id"] == op.get("sid")]
+
+    def beat_committed(self, op):
+        """True if heartbeat op committed, None if it may have, False if
+        not.  The client saw its COMMIT answered (ok), or pg_xact_status()
+        said committed; an unknown outcome (info) not resolved committed
+        may still have, if a crash followed it: a transaction that wrote
+        nothing commits without waiting for its commit record to reach
+        disk, so the crash can lose the record (and pg_xact_status() then
+        says aborted) after others saw the commit."""
+        if op["outcome"] == "ok":
+            return True
+        if op["outcome"] != "info":
+            return False
+        c = self.committed.get(id(op))
+        if c:
+            return True
+        if c is None or any((a if a is not None else b) > op["t0"]
+                            for b, a in self.restart_bounds if b is not None):
+            return None
+        return False
+
+    def sessions(self):
+        """The intervals in which each session was live: self.sess, where it
+        may have been (an acknowledgement accepted outside them is Q2's),
+        and self.sess_sure, where it surely was (a lease of the session
+        taken over inside them is L1's)."""
+        self.session_rows()
+        may = collections.defaultdict(list)
+        sure = collections.defaultdict(list)
+        for sid, vs in self.sess_versions.items():
+            ttl = self.sess_ttl.get(sid)
+            for _, a in vs:
+                n = a["new"]
+                if a["op"] == "I":
+                    start, end = n.get("created"), n["expires"]
+                else:
+                    start = n.get("heartbeat")
+                    end = start + ttl if start is not None and ttl is not None \
+                        else n["expires"]
                 if start is None:
                     start = n.get("created")
-                ivs[n["id"]].append((start, n["expires"]))
-            elif a["op"] == "D":
-                sid = a["old"]["id"]
-                # the deletion came before its commit (at) and before the
-                # end of the call that made it
+                may[sid].append((start, end))
+                sure[sid].append((start, end))
+        # heartbeats that wrote nothing: the promise of some t in [t0, t1]
+        for sid, ops in self.beats.items():
+            ttl = self.sess_ttl.get(sid)
+            if ttl is None:
+                continue
+            for op in ops:
+                c = self.beat_committed(op)
+                if c is False or self.beat_update(op):
+                    continue
+                # (a committed one that the row did not cover is L6's)
+                if c or self.covered(sid, op["t0"], op["t1"], ttl):
+                    may[sid].append((op["t0"], op["t1"] + ttl))
+                if c and op["t1"] < op["t0"] + ttl:
+                    sure[sid].append((op["t1"], op["t0"] + ttl))
+        # after a crash: until the row's expires_at as committed at it.  It
+        # came after before_us and before after_us: the version last
+        # committed by before_us, or one committed in between.
+        for b, a in self.restart_bounds:
+            if b is None:
+                continue
+            bound = a if a is not None else b
+            for sid, vs in self.sess_versions.items():
+                pre = [x for c, x in vs if c <= b]
+                mid = [(c, x) for c, x in vs if b < c < bound]
+                if pre and pre[-1]["new"]["expires"] > b:
+                    may[sid].append((b, pre[-1]["new"]["expires"]))
+                    if not mid and pre[-1]["new"]["expires"] > bound:
+                        sure[sid].append((bound, pre[-1]["new"]["expires"]))
+                for c, x in mid:
+                    may[sid].append((c, x["new"]["expires"]))
+        # a deletion ends the session: it came before its commit (at) and
+        # before the end of the call that made it
+        ended = {}
+        for sid, dels in self.sess_deletions.items():
+            for a in dels:
                 end = a["at"]
                 op = self.op_of(a)
                 if op is not None and op.get("t1") is not None:
                     end = min(end, op["t1"])
                 ended[sid] = min(ended.get(sid, end), end)
-        self.sess = {}
-        for sid, lst in ivs.items():
-            lst.sort()
-            merged = []
-            for s, e in lst:
-                if merged and s <= merged[-1][1]:
-                    merged[-1][1] = max(merged[-1][1], e)
-                else:
-                    merged.append([s, e])
-            end = ended.get(sid)
-            if end is not None:
-                merged = [[s, min(e, end)] for s, e in merged if s < end]
-            self.sess[sid] = merged
 
-    def live_in(self, sid, lo, hi):
-        """Whether session sid was live at some instant of [lo, hi]."""
-        for s, e in self.sess.get(sid, []):
+        def merge(ivs):
+            out = {}
+            for sid, lst in ivs.items():
+                lst.sort()
+                merged = []
+                for s, e in lst:
+                    if merged and s <= merged[-1][1]:
+                        merged[-1][1] = max(merged[-1][1], e)
+                    else:
+                        merged.append([s, e])
+                end = ended.get(sid)
+                if end is not None:
+                    merged = [[s, min(e, end)] for s, e in merged if s < end]
+                out[sid] = merged
+            return out
+        self.sess = merge(may)
+        self.sess_sure = merge(sure)
+
+    def live_in(self, sid, lo, hi, sure=False):
+        """Whether session sid may have been live at some instant of [lo,
+        hi] (sure: whether it surely was live at some instant of it)."""
+        for s, e in (self.sess_sure if sure else self.sess).get(sid, []):
             if s <= hi and lo < e:
                 return True
         return False
+
+    def promises(self):
+        """S1: no session was reaped before its promise ran out.  A deletion
+        of a session's row by anything but the session's own
+        session_close() (reap(), a claim's reap in passing) was made before
+        its commit and before the end of its call; it must not come before
+        the latest promise the session had been given before that call
+        began: created_at + ttl by its INSERT, heartbeat_at + ttl by a row
+        update committed before then, t0 + ttl by a true heartbeat that
+        committed (outcome ok, or resolved committed) and ended before
+        then, whether it wrote the row or not.  Across a crash too: the
+        row's expires_at, which rules after it, is never below a promise."""
+        reaps = 0
+        for sid, dels in self.sess_deletions.items():
+            ttl = self.sess_ttl.get(sid)
+            for a in dels:
+                op = self.op_of(a)
+                if op is None or op.get("t0") is None:
+                    continue        # L6's
+                if op["op"] == "close" and op.get("sid") == sid:
+                    continue
+                reaps += 1
+                began = op["t0"]
+                gone = a["at"] if op.get("t1") is None else min(a["at"], op["t1"])
+                best, why = None, None
+                for c, v in self.sess_versions.get(sid, []):
+                    if c >= began:
+                        break
+                    n = v["new"]
+                    if v["op"] == "I":
+                        p = n["expires"]
+                    elif ttl is not None and n.get("heartbeat") is not None:
+                        p = n["heartbeat"] + ttl
+                    else:
+                        continue
+                    if best is None or p > best:
+                        best, why = p, "the row version of xid %s" % v["xid"]
+                if ttl is not None:
+                    for b in self.beats.get(sid, []):
+                        if b["t1"] < began and self.beat_committed(b) and \
+                                (best is None or b["t0"] + ttl > best):
+                            best = b["t0"] + ttl
+                            why = "the heartbeat of xid %s at [%s, %s]%s" % (
+                                b.get("xid"), b["t0"], b["t1"],
+                                "" if self.beat_update(b) else ", which wrote nothing")
+                if best is not None and gone < best:
+                    self.flag("S1", "session %s deleted by %s (xid %s, call at [%s, %s],"
+                              " commit %s) before its promise ran out at %s, given by %s"
+                              % (sid, op["op"], a["xid"], op["t0"], op.get("t1"),
+                                 a["at"], best, why))
+        self.fig["reaps"] = reaps
 
     # -- locks ----------------------------------------------------------------
 
@@ -475,7 +673,7 @@ class Check:
                     done = end is not None and end <= new["acquired"]
                     if not done and old.get("session") is not None:
                         done = not self.live_in(old["session"], new["acquired"],
-                                                new["acquired"])
+                                                new["acquired"], sure=True)
                     if not done:
                         self.flag("L1", "grant of token %s on %r to %s at %s replaced token %s"
                                   " of %s whose lease ran to %s (xid %s)"
@@ -755,6 +953,7 @@ class Check:
             self.flag("L6", "%s row (xid %s, at %s) belongs to no operation" % (kind, row["xid"], row.get("at")))
         resolved = collections.Counter()
         self.fig["noop_commits_lost"] = 0
+        self.fig["beat_commits_lost"] = 0
         for op in self.ops:
             rows = self.rows.get(id(op), [])
             c = self.committed.get(id(op))
@@ -778,7 +977,13 @@ class Check:
             if op["outcome"] != "ok":
                 continue
             if x is not None and not c and op.get("xid") is not None:
-                if changed(op):
+                if op["op"] == "heartbeat" and op.get("r"):
+                    # A heartbeat that wrote nothing (shared memory kept
+                    # its promise, the row already covered it) commits
+                    # like a refusal; one that wrote and lost its commit
+                    # left no row that covers its promise (expect_rows).
+                    self.fig["beat_commits_lost"] += 1
+                elif changed(op):
                     self.flag("L6", "%s by %s was acknowledged but did not commit (xid %s: %s)"
                               % (op["op"], op.get("owner") or op["c"], op["xid"],
                                  x.get("status")))
@@ -844,11 +1049,37 @@ class Check:
                 self.flag("L6", "claim by %s returned jobs %s but claimed %s (xid %s)"
                           % (who, r, got, op.get("xid")))
         elif kind == "heartbeat":
-            upd = [a for a in sess if a["op"] == "U" and a["new"]["id"] == op.get("sid")]
-            if r and not upd:
-                missing("heartbeat")
+            # A true heartbeat promised its session life until t + ttl, t
+            # its clock in [t0, t1] (the server's clock, as t0 and t1 are).
+            # It wrote the row at most once: heartbeat_at = t, expires_at =
+            # t + ttl + A, A from 0 (without shared memory, exactly t +
+            # ttl) to 3 ttl; or, with shared memory, nothing at all when a
+            # version of the row committed before it already reached its
+            # promise, written ahead, so that a crash cannot lose it.
+            sid = op.get("sid")
+            upd = [a for a in sess if a["op"] == "U" and a["new"]["id"] == sid]
             if not r and upd:
                 extra("the session")
+            ttl = self.sess_ttl.get(sid)
+            t0, t1 = op.get("t0"), op.get("t1")
+            if r and len(upd) > 1:
+                extra("its session's row %d times" % len(upd))
+            for a in upd if r else []:
+                hb, exp = a["new"].get("heartbeat"), a["new"].get("expires")
+                if hb is None or (t0 is not None and t1 is not None and not t0 <= hb <= t1):
+                    self.flag("L6", "heartbeat by %s at [%s, %s] wrote heartbeat_at %s"
+                              " (xid %s)" % (who, t0, t1, hb, op.get("xid")))
+                elif ttl is not None and exp is not None and \
+                        not hb + ttl <= exp <= hb + 4 * ttl:
+                    self.flag("L6", "heartbeat by %s wrote expires_at %s, not within"
+                              " [ttl, 4 ttl] of its heartbeat_at %s (ttl %s; xid %s)"
+                              % (who, exp, hb, ttl, op.get("xid")))
+            if r and not upd and ttl is not None and t0 is not None and t1 is not None \
+                    and not self.covered(sid, t0, t1, ttl):
+                self.flag("L6", "heartbeat by %s answered true and wrote nothing, but no"
+                          " version of session %s's row committed by the end of the call"
+                          " (%s) reached its promise (%s at the earliest; xid %s)"
+                          % (who, sid, t1, t0 + ttl, op.get("xid")))
         elif kind == "open":
             if not any(a["op"] == "I" and a["new"]["id"] == r for a in sess):
                 missing("session")
@@ -920,6 +1151,7 @@ class Check:
         self.sessions()
         self.locks()
         self.has_queue = self.queue()
+        self.promises()
         self.attribution()
         self.restarts()
         return self.v
@@ -954,9 +1186,10 @@ def report(path):
           % (sum(ops.values()), ", ".join("%s %d" % kv for kv in sorted(ops.items())),
              outcomes["ok"], outcomes["fail"], outcomes["info"],
              ", ".join("%s %d" % kv for kv in sorted(f["info_resolved"].items())) or "none"))
-    if f["noop_commits_lost"]:
-        print("# acknowledged refusals whose commit record a crash lost, their id handed out"
-              " again (they wrote nothing, so nothing was lost): %d" % f["noop_commits_lost"])
+    if f["noop_commits_lost"] or f["beat_commits_lost"]:
+        print("# acknowledged refusals and true heartbeats whose commit record a crash lost,"
+              " their id handed out again (they wrote nothing, so nothing was lost): %d"
+              " refusals, %d heartbeats" % (f["noop_commits_lost"], f["beat_commits_lost"]))
     if f.get("grants"):
         print("# leases: grants %d (takeovers of expired leases %d), re-entries %d, renews %d,"
               " releases %d; fenced writes accepted %d, refused by fence %d; renews and"
@@ -1009,6 +1242,8 @@ def report(path):
     verdict("Q1", "every job completed exactly once, one effect each", q)
     verdict("Q2", "no acknowledgement accepted from an expired or foreign session", q)
     verdict("Q3", "no job lost (%d of %d completed)" % (f.get("completed", 0), f.get("jobs", 0)), q)
+    verdict("S1", "no session reaped before its promise ran out (%d reaps)" % f.get("reaps", 0),
+            q or bool(f.get("reaps")))
 
     if "wal_lines" in meta:
         ok, text, notes = wal_complete(h)
@@ -1223,7 +1458,7 @@ def failover_report(h, ck, line):
                 back[jid] = a if a["new"]["session"] != held[jid] else None
     moved = {j: a for j, a in back.items() if a is not None}
     early = [j for j, a in moved.items() if ck.live_in(held[j], a["new"]["claimed"],
-                                                       a["new"]["claimed"])]
+                                                       a["new"]["claimed"], sure=True)]
     worst = max((((a.get("commit") or 0) - prom) / 1e6 for a in moved.values()), default=None)
     bound = fo.get("redelivery_bound_s")
     print("# re-delivery: %d jobs running at the kill, %d of them claimed again by another"
@@ -1414,6 +1649,24 @@ def which_path(h, ck):
                                                   " -- " + "; ".join(bad) if bad else ""))
     if not f.get("claims") or not f.get("completed"):
         bad.append("no claim or acknowledgement to judge")
+    # the heartbeats' path: with shared memory (distlock preloaded, or the
+    # DSM registry of 17 and later) they keep their promises there and
+    # mostly write nothing; without, every one writes (reported only: a
+    # failover loses committed writes, so the history can miss some)
+    settings = meta.get("settings") or {}
+    major = re.match(r"\d+", settings.get("server_version") or "0")
+    preloaded = "distlock" in [x.strip() for x in
+                               (settings.get("shared_preload_libraries") or "").split(",")] \
+        or (major is not None and int(major.group(0)) >= 17)
+    beats = [op for ops in ck.beats.values() for op in ops if ck.beat_committed(op)]
+    wrote = sum(1 for op in beats if ck.beat_update(op))
+    if not beats:
+        bad.append("no heartbeat that answered true to judge")
+    elif preloaded and wrote * 2 > len(beats):
+        bad.append("with shared memory, %d of %d heartbeats wrote their row" % (wrote, len(beats)))
+    tail += ("; heartbeats that answered true and committed %d, %d of them wrote the"
+             " session's row (%s)" % (len(beats), wrote, "shared memory" if preloaded
+                                       else "no shared memory"))
     if want == "direct" and (claim or ack):
         bad.append("the SQL path ran")
     if want == "sql" and not (claim and ack):

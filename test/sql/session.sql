@@ -7,12 +7,17 @@ SELECT owner, info, ttl, expires_at - heartbeat_at AS lease,
 	   created_by = current_user::regrole AS by_me
   FROM distlock.live_sessions WHERE id = :'s1';
 
--- heartbeat extends to now + ttl
-SELECT expires_at AS before FROM distlock.sessions WHERE id = :'s1' \gset
+-- heartbeat extends to now + ttl (live_sessions shows the promise; the
+-- row's expires_at is a bound that is never behind it, and ahead of it
+-- when heartbeats are kept in shared memory: src/beat.c)
+SELECT expires_at AS before FROM distlock.live_sessions WHERE id = :'s1' \gset
 SELECT pg_sleep(0.05);
 SELECT distlock.heartbeat(:'s1');
-SELECT expires_at > :'before' AS extended, expires_at - heartbeat_at AS lease
-  FROM distlock.sessions WHERE id = :'s1';
+SELECT v.expires_at > :'before' AS extended,
+	   v.expires_at - v.heartbeat_at AS lease,
+	   s.expires_at >= v.expires_at AS row_not_behind
+  FROM distlock.live_sessions v JOIN distlock.sessions s USING (id)
+ WHERE id = :'s1';
 
 -- defaults: 15 seconds, no owner, no info
 SELECT distlock.session_open() AS s2 \gset

@@ -1,0 +1,89 @@
+#!/bin/bash
+# test/scripts/heartbeat_memory.sh -- heartbeats kept in shared memory
+# (src/beat.c) write nothing in the steady state, and a crash never ends a
+# session before what its heartbeats promised.
+#
+# With distlock preloaded: after a session's first beat (which writes its
+# row ahead), 200 beats leave no row version and no WAL record on
+# distlock.sessions; with distlock.heartbeat_persist_ahead = 0 every beat
+# writes.  Then crashes (immediate shutdown, crash recovery at the next
+# start): a session beaten just before keeps at least its last promise and
+# at most the margin more, and the next beat makes the promise exact again.
+# Last, a beat that wrote its row with synchronous_commit off, followed at
+# once by a beat that relies on that row, then a crash: the second beat
+# must have written (and flushed) the row, since the first one's record
+# may be lost (wal_writer_delay is long here, so it is lost unless flushed).
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+
+test_cluster_start heartbeat-memory \
+	"shared_preload_libraries = 'distlock'" \
+	"distlock.maintenance_naptime = 0" \
+	"wal_writer_delay = 10s" \
+	"autovacuum = off"
+psql -c "CREATE EXTENSION distlock" -c "CREATE EXTENSION pg_walinspect" >/dev/null
+
+# Over $2 heartbeats of session $1, each its own transaction: how many
+# answered true, the row versions of distlock.sessions they updated or
+# deleted, and the WAL records they wrote for it.
+beats()
+{
+	local sid=$1 n=$2 lsn upd yes
+	lsn=$(psql -At -c "SELECT pg_current_wal_insert_lsn()")
+	upd=$(psql -At -c "SELECT n_tup_upd + n_tup_del FROM pg_stat_user_tables WHERE relid = 'distlock.sessions'::regclass")
+	yes=$(for _ in $(seq 1 "$n"); do echo "SELECT distlock.heartbeat('$sid');"; done |
+		psql -At | grep -c '^t$' || true)
+	sleep 0.6	# the backend's counts reach pg_stat_user_tables
+	# flush the WAL written so far (wal_writer_delay is long here)
+	psql -At -c "CHECKPOINT" >/dev/null
+	echo "$yes $(psql -At -c "SELECT (SELECT n_tup_upd + n_tup_del FROM pg_stat_user_tables
+							WHERE relid = 'distlock.sessions'::regclass) - $upd,
+						(SELECT count(*) FROM pg_get_wal_records_info('$lsn', pg_current_wal_flush_lsn())
+						  WHERE block_ref LIKE '%/' || pg_relation_filenode('distlock.sessions') || ' %')" |
+		tr '|' ' ')"
+}
+
+sid=$(psql -At -c "SELECT distlock.session_open('1 hour', 'w')")
+psql -At -c "SELECT distlock.heartbeat('$sid')" >/dev/null
+check "200 heartbeats in shared memory: true answers, dead row versions and WAL records of distlock.sessions" \
+	"$(beats "$sid" 200)" "200 0 0"
+check "the row is ahead of the promise, which live_sessions shows" \
+	"$(psql -At -c "SELECT s.expires_at > v.expires_at, v.expires_at - v.heartbeat_at
+					  FROM distlock.sessions s JOIN distlock.live_sessions v USING (id)")" \
+	"t|01:00:00"
+
+psql -c "ALTER SYSTEM SET distlock.heartbeat_persist_ahead = 0" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 0.2
+check "with distlock.heartbeat_persist_ahead = 0 every heartbeat writes its row" \
+	"$(beats "$sid" 20 | cut -d' ' -f1,2)" "20 20"
+check "and the row says the promise exactly" \
+	"$(psql -At -c "SELECT s.expires_at = v.expires_at
+					  FROM distlock.sessions s JOIN distlock.live_sessions v USING (id)")" t
+psql -c "ALTER SYSTEM RESET distlock.heartbeat_persist_ahead" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 0.2
+
+# A crash after beats kept in shared memory: the session lives on its row,
+# at least until its last promise and at most 3 ttls (the margin) after.
+sid=$(psql -At -c "SELECT distlock.session_open('2 seconds', 'crash')")
+psql -At -c "SELECT distlock.heartbeat('$sid')" >/dev/null	# writes ahead
+psql -At -c "SELECT distlock.heartbeat('$sid')" >/dev/null	# writes nothing
+promise=$(psql -At -c "SELECT expires_at FROM distlock.live_sessions WHERE id = '$sid'")
+cluster_restart immediate
+check "after a crash the session is live at least until its last promise, at most 6 s after" \
+	"$(psql -At -c "SELECT expires_at >= '$promise' AND expires_at <= '$promise'::timestamptz + interval '6 s'
+					  FROM distlock.live_sessions WHERE id = '$sid'")" t
+check "its next heartbeat answers true and makes the promise exact again (now + ttl)" \
+	"$(psql -At -c "SELECT distlock.heartbeat('$sid')" \
+		-c "SELECT expires_at - heartbeat_at, expires_at < '$promise'::timestamptz + interval '6 s'
+			  FROM distlock.live_sessions WHERE id = '$sid'" | tr '\n' ' ')" "t 00:00:02|t "
+
+# A beat resting on a row written with synchronous_commit off.
+sid=$(psql -At -c "SELECT distlock.session_open('2 seconds', 'async')")
+psql -At -c "CHECKPOINT" >/dev/null
+psql -At -c "SET synchronous_commit = off" -c "SELECT distlock.heartbeat('$sid')" >/dev/null
+psql -At -c "SELECT distlock.heartbeat('$sid')" >/dev/null
+promise=$(psql -At -c "SELECT expires_at FROM distlock.live_sessions WHERE id = '$sid'")
+cluster_restart immediate
+check "a heartbeat does not rely on a row write that is not yet flushed: its promise survives a crash" \
+	"$(psql -At -c "SELECT count(*) FROM distlock.live_sessions
+					 WHERE id = '$sid' AND expires_at >= '$promise'")" 1
