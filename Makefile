@@ -19,6 +19,7 @@ OBJS = \
 	src/queue.o \
 	src/roleref.o \
 	src/session.o \
+	src/shmem.o \
 	src/tables.o \
 	src/throttle.o \
 	src/token.o \

@@ -134,8 +134,6 @@ static BeatGone beat_gone[MAX_BEAT_GONE];
 static int	beat_ngone = 0;
 static bool beat_callbacks_registered = false;
 
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static void
 beats_init(void *ptr)
@@ -150,36 +148,21 @@ beats_init(void *ptr)
 		SpinLockInit(&bs->sets[i].mutex);
 }
 
-static void
-beat_shmem_request(void)
+static Size
+beats_size(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(sizeof(BeatShared));
-}
-
-static void
-beat_shmem_startup(void)
-{
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	beats = ShmemInitStruct("distlock heartbeats", sizeof(BeatShared), &found);
-	if (!found)
-		beats_init(beats);
-	LWLockRelease(AddinShmemInitLock);
+	return sizeof(BeatShared);
 }
 
 /* From _PG_init() while shared_preload_libraries are loaded. */
 void
 dl_beat_preload(void)
 {
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = beat_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = beat_shmem_startup;
+	DlShmemRegion region = {
+		"distlock heartbeats", beats_size, beats_init, NULL, (void **) &beats
+	};
+
+	dl_shmem_region(&region);
 }
 
 /*
@@ -522,6 +505,21 @@ beat_unpin(int set_no, int way)
 }
 
 /*
+ * Pin session id's entry (beat_pin()) for a heartbeat promising *promise,
+ * which never moves back from the entry's last promise, should the clock.
+ */
+static bool
+beat_pin_promise(Datum id, TimestampTz row_expires, TimestampTz *promise,
+				 int *set_no, int *way, BeatEntry *entry)
+{
+	if (!beat_pin(DatumGetUUIDP(id), row_expires, set_no, way, entry))
+		return false;
+	if (entry->persisted == row_expires && entry->promised)
+		*promise = Max(*promise, entry->live);
+	return true;
+}
+
+/*
  * A heartbeat of session id, judged live under its beat and use locks at
  * READ COMMITTED, whose row says row_expires as last committed: if its
  * promise can be kept in shared memory without writing the row (the row
@@ -535,11 +533,8 @@ dl_beat_skip_write(Datum id, TimestampTz row_expires, TimestampTz promise)
 	int			set_no;
 	int			way;
 
-	if (!beat_pin(DatumGetUUIDP(id), row_expires, &set_no, &way, &entry))
+	if (!beat_pin_promise(id, row_expires, &promise, &set_no, &way, &entry))
 		return false;
-	/* a promise never moves back, should the clock */
-	if (entry.persisted == row_expires && entry.promised)
-		promise = Max(promise, entry.live);
 	if (entry.persisted != row_expires || promise > row_expires ||
 		entry.persist_lsn > GetFlushRecPtr(NULL))
 	{
@@ -565,10 +560,8 @@ dl_beat_write(Datum id, TimestampTz row_expires, TimestampTz promise,
 	int			way;
 	int64		a;
 
-	if (!beat_pin(DatumGetUUIDP(id), row_expires, &set_no, &way, &entry))
+	if (!beat_pin_promise(id, row_expires, &promise, &set_no, &way, &entry))
 		return promise;
-	if (entry.persisted == row_expires && entry.promised)
-		promise = Max(promise, entry.live);
 	a = Min(3 * ttl_us, (int64) dl_heartbeat_persist_ahead * 1000);
 	beat_note(DatumGetUUIDP(id), set_no, way, true, promise, promise + Max(a, 0));
 	return promise + Max(a, 0);

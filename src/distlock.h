@@ -432,6 +432,18 @@ extern void dl_wake_at_end(DistlockWaitKind kind, Oid owner, Datum name,
 #define DL_JOBS_BACK_RETURNING	"queue, status, queue_owner"
 extern void dl_wake_for_jobs_back(void);
 
+/* shmem.c: the regions of shared memory, when preloaded */
+typedef struct DlShmemRegion
+{
+	const char *name;
+	Size		(*size) (void);
+	void		(*init) (void *ptr);	/* when first made */
+	void		(*attached) (void *ptr);	/* in every backend, or NULL */
+	void	  **ptr;
+} DlShmemRegion;
+
+extern void dl_shmem_region(const DlShmemRegion *region);
+
 /* beat.c: heartbeats kept in shared memory, persisted ahead */
 extern int	dl_heartbeat_persist_ahead;
 extern void dl_beat_preload(void);

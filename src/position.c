@@ -161,8 +161,6 @@ static int	position_nnotes = 0;
 static int	position_maxnotes = 0;
 static SubTransactionId position_subabort_done = InvalidSubTransactionId;
 
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static void
 positions_init(void *ptr)
@@ -175,37 +173,22 @@ positions_init(void *ptr)
 		SpinLockInit(&ps->buckets[i].mutex);
 }
 
-static void
-position_shmem_request(void)
+static Size
+positions_size(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(sizeof(PositionShared));
-}
-
-static void
-position_shmem_startup(void)
-{
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	positions = ShmemInitStruct("distlock positions", sizeof(PositionShared),
-								&found);
-	if (!found)
-		positions_init(positions);
-	LWLockRelease(AddinShmemInitLock);
+	return sizeof(PositionShared);
 }
 
 /* From _PG_init() while shared_preload_libraries are loaded. */
 void
 dl_position_preload(void)
 {
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = position_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = position_shmem_startup;
+	DlShmemRegion region = {
+		"distlock positions", positions_size, positions_init, NULL,
+		(void **) &positions
+	};
+
+	dl_shmem_region(&region);
 }
 
 /*

@@ -116,8 +116,6 @@ static bool wait_attach_tried = false;
 static bool wait_callbacks_registered = false;
 static List *wait_pending = NIL;	/* of PendingWake, in TopTransactionContext */
 
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static void wake_oldest(int kind, uint64 key, Oid dbid, int64 count,
 						uint64 after);
@@ -149,39 +147,28 @@ wait_shared_init(void *ptr)
 	ws->next_ticket = 1;
 }
 
-static void
-wake_shmem_request(void)
+static Size
+wait_shared_size_now(void)
 {
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(wait_shared_size(wait_nslots()));
+	return wait_shared_size(wait_nslots());
 }
 
 static void
-wake_shmem_startup(void)
+wait_shared_attached(void *ptr)
 {
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	wait_shared = ShmemInitStruct("distlock waiters",
-								  wait_shared_size(wait_nslots()), &found);
-	if (!found)
-		wait_shared_init(wait_shared);
-	LWLockRelease(AddinShmemInitLock);
-	LWLockRegisterTranche(wait_shared->tranche, "distlock");
+	LWLockRegisterTranche(((WaitShared *) ptr)->tranche, "distlock");
 }
 
 /* From _PG_init() while shared_preload_libraries are loaded. */
 void
 dl_wake_preload(void)
 {
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = wake_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = wake_shmem_startup;
+	DlShmemRegion region = {
+		"distlock waiters", wait_shared_size_now, wait_shared_init,
+		wait_shared_attached, (void **) &wait_shared
+	};
+
+	dl_shmem_region(&region);
 }
 
 /*

@@ -110,8 +110,6 @@ typedef struct WorkerShared
 } WorkerShared;
 
 static WorkerShared *worker_shared = NULL;
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static ProcessUtility_hook_type prev_process_utility_hook = NULL;
 
 /* The launcher's own view of each database it has seen (local memory). */
@@ -123,39 +121,25 @@ typedef struct LauncherDb
 	bool		seen;			/* still listed in pg_database */
 } LauncherDb;
 
+static Size worker_shared_size(void);
+
+/* A new region of shared memory: no launcher yet, no database. */
+static void
+worker_shared_init(void *ptr)
+{
+	WorkerShared *ws = (WorkerShared *) ptr;
+
+	memset(ws, 0, worker_shared_size());
+	SpinLockInit(&ws->mutex);
+	ws->launcher_procno = -1;
+	ws->ndbs = max_worker_processes;
+}
+
 static Size
 worker_shared_size(void)
 {
 	return add_size(offsetof(WorkerShared, dbs),
 					mul_size(max_worker_processes, sizeof(WorkerDb)));
-}
-
-static void
-worker_shmem_request(void)
-{
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-	RequestAddinShmemSpace(worker_shared_size());
-}
-
-static void
-worker_shmem_startup(void)
-{
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	worker_shared = ShmemInitStruct("distlock workers", worker_shared_size(),
-									&found);
-	if (!found)
-	{
-		memset(worker_shared, 0, worker_shared_size());
-		SpinLockInit(&worker_shared->mutex);
-		worker_shared->launcher_procno = -1;
-		worker_shared->ndbs = max_worker_processes;
-	}
-	LWLockRelease(AddinShmemInitLock);
 }
 
 /* The shared slot of dbid, taking a free one if add; NULL if none. */
@@ -324,11 +308,12 @@ void
 dl_worker_preload(void)
 {
 	BackgroundWorker worker;
+	DlShmemRegion region = {
+		"distlock workers", worker_shared_size, worker_shared_init, NULL,
+		(void **) &worker_shared
+	};
 
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = worker_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = worker_shmem_startup;
+	dl_shmem_region(&region);
 	prev_process_utility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = worker_process_utility;
 
