@@ -22,11 +22,15 @@
  * the old row value, below what the write promised, and an "expired"
  * judgement is confirmed under the beat lock as before (session.c).
  *
- * Nothing here changes before the transaction commits: a heartbeat notes
+ * No promise changes before the transaction commits: a heartbeat notes
  * what it promised, and the commit callback, which runs once the commit
  * is visible and before its locks (the beat lock among them) are let go,
- * applies it; an abort drops it.  An entry a transaction is about to
- * change is pinned, so that no other backend takes its slot meanwhile.
+ * applies it; an abort drops it.  The transaction itself sees its notes.
+ * An entry a transaction is about to change is pinned, so that no other
+ * backend takes its slot meanwhile; a beat that writes the row also
+ * publishes the pair it writes (pending), which only a reader of the new
+ * row, visible from the commit on, can match: between the commit and its
+ * callback such a reader would otherwise take the row, ahead by A.
  *
  * Crash and failover: shared memory is gone, and the row's expires_at,
  * which is never below a promise that rests on it, rules: a session may
@@ -84,6 +88,14 @@ typedef struct BeatEntry
 	bool		gone;			/* the row was deleted: not for reaping */
 	bool		promised;		/* live is a heartbeat's promise, not a
 								 * copy of the row's expires_at */
+	/*
+	 * A row write by the pinning backend, not yet committed: once its
+	 * commit is visible and until its callback has run, a reader that finds
+	 * the row saying pending_persisted takes pending_live.
+	 */
+	bool		pending;
+	TimestampTz pending_live;
+	TimestampTz pending_persisted;
 } BeatEntry;
 
 typedef struct BeatSet
@@ -240,7 +252,10 @@ dl_beat_effective(Datum id, TimestampTz row_expires)
 	set = &beats->sets[beat_set_of(uuid)];
 	SpinLockAcquire(&set->mutex);
 	w = beat_find(set, uuid);
-	if (w >= 0 && set->entries[w].persisted == row_expires)
+	if (w >= 0 && set->entries[w].pending &&
+		set->entries[w].pending_persisted == row_expires)
+		result = set->entries[w].pending_live;
+	else if (w >= 0 && set->entries[w].persisted == row_expires)
 		result = set->entries[w].live;
 	SpinLockRelease(&set->mutex);
 	return result;
@@ -299,6 +314,7 @@ beat_drop_notes(int level)
 		set = &beats->sets[note->set];
 		SpinLockAcquire(&set->mutex);
 		set->entries[note->way].pinned_by = 0;
+		set->entries[note->way].pending = false;
 		SpinLockRelease(&set->mutex);
 	}
 	beat_nnotes = kept;
@@ -380,6 +396,7 @@ dl_beat_at_end(bool commit)
 		else
 			e->live = note->live;	/* live was a copy of the row's */
 		e->promised = true;
+		e->pending = false;
 		e->pinned_by = 0;
 		live = e->live;
 		persisted = e->persisted;
@@ -461,6 +478,7 @@ beat_pin(const pg_uuid_t *id, TimestampTz row_expires, int *set_no, int *way,
 			e->id = *id;
 			e->gone = false;
 			e->promised = false;
+			e->pending = false;
 			e->live = row_expires;
 			e->persisted = row_expires;
 			/* not known flushed: the next beat writes */
@@ -556,6 +574,7 @@ dl_beat_write(Datum id, TimestampTz row_expires, TimestampTz promise,
 			  int64 ttl_us)
 {
 	BeatEntry	entry;
+	BeatSet    *set;
 	int			set_no;
 	int			way;
 	int64		a;
@@ -564,6 +583,12 @@ dl_beat_write(Datum id, TimestampTz row_expires, TimestampTz promise,
 		return promise;
 	a = Min(3 * ttl_us, (int64) dl_heartbeat_persist_ahead * 1000);
 	beat_note(DatumGetUUIDP(id), set_no, way, true, promise, promise + Max(a, 0));
+	set = &beats->sets[set_no];
+	SpinLockAcquire(&set->mutex);
+	set->entries[way].pending = true;
+	set->entries[way].pending_live = promise;
+	set->entries[way].pending_persisted = promise + Max(a, 0);
+	SpinLockRelease(&set->mutex);
 	return promise + Max(a, 0);
 }
 
@@ -582,7 +607,8 @@ dl_beat_expired(TimestampTz now, pg_uuid_t *ids, int max)
 
 	if (!beats_available())
 		return 0;
-	pg_atomic_write_u64(BEAT_DUE(MyDatabaseId), (uint64) PG_INT64_MAX);
+	/* a full barrier: commits from here on lower it again, seen or not */
+	(void) pg_atomic_exchange_u64(BEAT_DUE(MyDatabaseId), (uint64) PG_INT64_MAX);
 	for (int s = 0; s < BEAT_SETS; s++)
 	{
 		BeatSet    *set = &beats->sets[s];

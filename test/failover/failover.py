@@ -111,6 +111,21 @@ class Failover(W.Orchestrator):
             self.h.q("INSERT INTO fault.resource (name) VALUES (%s)", (WAIT_LOCK,),
                      fetch=None)
 
+    def beats_ahead_s(self):
+        """How long a session may outlive its last heartbeat's promise after
+        a failover: with shared memory (distlock preloaded, or the DSM
+        registry of 17 and later) heartbeats write the row ahead by three
+        ttls, at most distlock.heartbeat_persist_ahead (src/beat.c)."""
+        shm, ahead_ms = self.h.q(
+            "SELECT current_setting('server_version_num')::int >= 170000"
+            " OR 'distlock' = ANY (string_to_array(replace("
+            "current_setting('shared_preload_libraries'), ' ', ''), ',')),"
+            " (SELECT setting::int FROM pg_settings"
+            "   WHERE name = 'distlock.heartbeat_persist_ahead')",
+            fetch="one")
+        ms = 300000 if ahead_ms is None else ahead_ms    # the default
+        return min(3 * W.SESSION_TTL_S, ms / 1000.0) if shm else 0.0
+
     def mark(self, what):
         self.fo[what + "_s"] = round(W.now_mono() - self.t_kill, 3)
 
@@ -119,14 +134,21 @@ class Failover(W.Orchestrator):
         if p.get("waiters"):
             self.start_waiters()
         self.pgss_sample("failover")
+        self.fo["beats_ahead_s"] = ahead = self.beats_ahead_s()
         if self.a.mode == "async":
             # Grants acknowledged while the standby hears nothing are lost.
+            # The lag outlasts the sessions' rows (a ttl, and the margin
+            # heartbeats write them ahead by), so that the workers' sessions
+            # die with the primary and their jobs, whose acknowledgements
+            # the lag lost, come back.
+            lag_s = max(p["lag_s"], W.SESSION_TTL_S + ahead + 0.5)
+            lag_max_s = max(p["lag_max_s"], lag_s + 3.0)
             seq = "SELECT last_value FROM distlock.token_seq"
             self.fo["walreceiver"] = int(topo(self.a, "lag-pause"))
             t_pause, s0 = W.now_mono(), self.h.q(seq, fetch="one")[0]
-            while W.now_mono() - t_pause < p["lag_max_s"]:
+            while W.now_mono() - t_pause < lag_max_s:
                 drawn = self.h.q(seq, fetch="one")[0] - s0
-                if W.now_mono() - t_pause >= p["lag_s"] and drawn >= p["lag_tokens"]:
+                if W.now_mono() - t_pause >= lag_s and drawn >= p["lag_tokens"]:
                     break
                 time.sleep(0.05)
             self.fo["lag_tokens_drawn"] = drawn
@@ -177,11 +199,14 @@ class Failover(W.Orchestrator):
         """SIGSTOP a worker that holds running jobs; it is killed once the
         primary is.  Its jobs come back when its session has expired: the
         checker asserts how soon after the promotion."""
-        self.fo["redelivery_bound_s"] = W.SESSION_TTL_S + W.REAP_S + 1.5
+        ahead = self.fo.get("beats_ahead_s", 0.0)
+        self.fo["redelivery_bound_s"] = W.SESSION_TTL_S + ahead + W.REAP_S + 1.5
         self.fo["redelivery_bound_why"] = (
-            "the session ttl %.1f s, by when every session that the primary's death or"
+            "the session ttl %.1f s and the %.1f s its row is written ahead of it (heartbeats"
+            " in shared memory), by when every session that the primary's death or"
             " its worker's ended has expired, + the reap interval %.1f s + 1.5 s for"
-            " the gate and the workers to reconnect and claim" % (W.SESSION_TTL_S, W.REAP_S))
+            " the gate and the workers to reconnect and claim"
+            % (W.SESSION_TTL_S, ahead, W.REAP_S))
         held = ("SELECT s.owner FROM distlock.jobs j"
                 " JOIN distlock.sessions s ON s.id = j.session_id"
                 " WHERE j.status = 'running' AND s.owner LIKE 'W%%'")
