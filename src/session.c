@@ -8,7 +8,8 @@
  * its heartbeats promised, kept there while the row is ahead of it
  * (beat.c; every judgement below reads the row, then the promise).  Each
  * heartbeat pushes the expiry to now + ttl; once it has passed,
- * heartbeat() refuses, so a session that has expired stays dead.  Its session-bound locks are free and its
+ * heartbeat() refuses, so a session that has expired stays dead.  Its
+ * session-bound locks are free and its
  * running jobs claimable from that moment, because every decision that
  * depends on a session reads its expires_at (see distlock.h); reap() only
  * deletes the row and hands the jobs back so that the tables stay small.
@@ -259,9 +260,10 @@ static void session_check_access(DistlockCall *call, Oid creator,
 								 Datum session_id);
 
 /*
- * The state of a session whose row, read or locked just now, says expires
- * (its expires_at) and creator.  With a call, the caller must be allowed to act on the
- * session (42501 otherwise).  The clock is read only now, after the row.
+ * The state of a session whose row, read or locked just now, says creator
+ * and gives expires (its expiry: dl_beat_effective() of its expires_at).
+ * With a call, the caller must be allowed to act on the session (42501
+ * otherwise).  The clock is read only now, after the row.
  */
 static SessionState
 session_judge(DistlockCall *call, Datum session_id, TimestampTz expires,
@@ -269,7 +271,6 @@ session_judge(DistlockCall *call, Datum session_id, TimestampTz expires,
 {
 	if (call)
 		session_check_access(call, creator, session_id);
-	expires = dl_beat_effective(session_id, expires);
 	return expires > GetCurrentTimestamp() ? SESSION_LIVE : SESSION_EXPIRED;
 }
 
@@ -288,8 +289,9 @@ session_lock_state(DistlockStmt *stmt, Datum session_id, DistlockCall *call)
 	if (dl_exec(stmt, values, NULL, 1) == 0)
 		return SESSION_MISSING;
 	return session_judge(call, session_id,
-						 DatumGetTimestampTz(dl_getattr(0, SESSION_COL_EXPIRES,
-														&isnull)),
+						 dl_beat_effective(session_id,
+										   DatumGetTimestampTz(dl_getattr(0, SESSION_COL_EXPIRES,
+																		  &isnull))),
 						 DatumGetObjectId(dl_getattr(0, SESSION_COL_CREATOR,
 													 &isnull)));
 }
