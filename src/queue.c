@@ -502,55 +502,72 @@ queue_claim_direct(Oid owner, Datum queue, Datum session_id,
 }
 
 /*
- * Complete job_id with result (NULL: none) at now if it is running for
- * session_id, whose use lock the caller holds and which it has found live.
- * *done says whether it was; *queue, if given, is then the job's queue
- * (palloc'd) and *owner the queue's owner.  Returns false, doing nothing,
- * where the direct paths do not apply.
+ * Open distlock.jobs and jobs_pkey for the direct path of an
+ * acknowledgement, which changes a job's status, finished_at and result.
+ * Returns false, opening nothing, where the direct paths do not apply.
  */
 static bool
-queue_complete_direct(Datum job_id, Datum session_id, Datum result,
-				   bool result_isnull, TimestampTz now, bool *done,
-				   text **queue, Oid *owner)
+queue_ack_open(JobsTable *jt, Relation *idx)
 {
 	const DistlockCatalog *cat = dl_catalog();
 	AttrNumber	updated[3] = {
 		cat->job_status, cat->job_finished_at, cat->job_result
 	};
-	JobsTable	jt;
-	Relation	idx;
-	TM_Result	tm = TM_Updated;
 
-	if (!dl_jobs_open(&jt, updated, lengthof(updated)))
+	if (!dl_jobs_open(jt, updated, lengthof(updated)))
 		return false;
-	idx = index_open(cat->jobs_pkey, RowExclusiveLock);
-	*done = false;
+	*idx = index_open(cat->jobs_pkey, RowExclusiveLock);
+	return true;
+}
+
+static void
+queue_ack_close(JobsTable *jt, Relation idx)
+{
+	index_close(idx, NoLock);
+	dl_jobs_close(jt);
+}
+
+/*
+ * Complete job_id with result (NULL: none) at now if it is running for
+ * session_id, whose use lock the caller holds and which it has found live,
+ * through jt and idx (queue_ack_open()).  Returns whether it was; *queue,
+ * if given, is then the job's queue (palloc'd) and *owner the queue's
+ * owner.
+ */
+static bool
+queue_complete_one(JobsTable *jt, Relation idx, Datum job_id,
+				   Datum session_id, Datum result, bool result_isnull,
+				   TimestampTz now, text **queue, Oid *owner)
+{
+	const DistlockCatalog *cat = jt->cat;
+	TM_Result	tm = TM_Updated;
+	bool		done = false;
 
 	/* changed by somebody else since our snapshot: look again */
 	while (tm == TM_Updated)
 	{
-		IndexScanDesc scan = dl_jobs_scan(&jt, idx, F_INT8EQ, job_id);
+		IndexScanDesc scan = dl_jobs_scan(jt, idx, F_INT8EQ, job_id);
 		Datum	   *v;
 
 		tm = TM_Invisible;
-		if (index_getnext_slot(scan, ForwardScanDirection, jt.old))
+		if (index_getnext_slot(scan, ForwardScanDirection, jt->old))
 		{
-			dl_jobs_new_from_old(&jt);
-			v = jt.old->tts_values;
+			dl_jobs_new_from_old(jt);
+			v = jt->old->tts_values;
 			if (DatumGetObjectId(v[cat->job_status - 1]) ==
 				cat->status_running &&
-				!jt.old->tts_isnull[cat->job_session_id - 1] &&
+				!jt->old->tts_isnull[cat->job_session_id - 1] &&
 				memcmp(DatumGetUUIDP(v[cat->job_session_id - 1]),
 					   DatumGetUUIDP(session_id), UUID_LEN) == 0)
 			{
-				dl_jobs_set(&jt, cat->job_status,
+				dl_jobs_set(jt, cat->job_status,
 							ObjectIdGetDatum(cat->status_completed), false);
-				dl_jobs_set(&jt, cat->job_finished_at,
+				dl_jobs_set(jt, cat->job_finished_at,
 							TimestampTzGetDatum(now), false);
-				dl_jobs_set(&jt, cat->job_result, result, result_isnull);
-				tm = dl_jobs_update(&jt, scan->xs_snapshot, true);
-				*done = tm == TM_Ok;
-				if (*done && queue)
+				dl_jobs_set(jt, cat->job_result, result, result_isnull);
+				tm = dl_jobs_update(jt, scan->xs_snapshot, true);
+				done = tm == TM_Ok;
+				if (done && queue)
 				{
 					*queue = DatumGetTextPCopy(v[cat->job_queue - 1]);
 					*owner = DatumGetObjectId(v[cat->job_queue_owner - 1]);
@@ -559,9 +576,77 @@ queue_complete_direct(Datum job_id, Datum session_id, Datum result,
 		}
 		dl_jobs_scan_end(scan);
 	}
+	return done;
+}
 
-	index_close(idx, NoLock);
-	dl_jobs_close(&jt);
+/*
+ * complete()'s direct path: queue_complete_one() for job_id.  *done says
+ * whether the job was completed.  Returns false, doing nothing, where the
+ * direct paths do not apply.
+ */
+static bool
+queue_complete_direct(Datum job_id, Datum session_id, Datum result,
+				   bool result_isnull, TimestampTz now, bool *done,
+				   text **queue, Oid *owner)
+{
+	JobsTable	jt;
+	Relation	idx;
+
+	if (!queue_ack_open(&jt, &idx))
+		return false;
+	*done = queue_complete_one(&jt, idx, job_id, session_id, result,
+							   result_isnull, now, queue, owner);
+	queue_ack_close(&jt, idx);
+	return true;
+}
+
+static int
+queue_cmp_id(const void *a, const void *b)
+{
+	int64		x = DatumGetInt64(*(const Datum *) a);
+	int64		y = DatumGetInt64(*(const Datum *) b);
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * complete_batch()'s direct path: queue_complete_one() for each of ids, in
+ * ascending order and each once, as the SQL path's scan of jobs_pkey meets
+ * them; the completed ones go to the caller's result (rsinfo) and their
+ * number to *n.  Returns false, doing nothing, where the direct paths do
+ * not apply.
+ */
+static bool
+queue_complete_batch_direct(ReturnSetInfo *rsinfo, ArrayType *ids,
+							Datum session_id, Datum result,
+							bool result_isnull, TimestampTz now, uint64 *n)
+{
+	JobsTable	jt;
+	Relation	idx;
+	Datum	   *elems;
+	int			nelems;
+
+	if (!queue_ack_open(&jt, &idx))
+		return false;
+	deconstruct_array(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &elems, NULL, &nelems);
+	qsort(elems, nelems, sizeof(Datum), queue_cmp_id);
+	*n = 0;
+	for (int i = 0; i < nelems; i++)
+	{
+		bool		isnull = false;
+
+		if (i > 0 && DatumGetInt64(elems[i]) == DatumGetInt64(elems[i - 1]))
+			continue;
+		CHECK_FOR_INTERRUPTS();
+		if (!queue_complete_one(&jt, idx, elems[i], session_id, result,
+								result_isnull, now, NULL, NULL))
+			continue;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &elems[i],
+							 &isnull);
+		(*n)++;
+	}
+	queue_ack_close(&jt, idx);
 	return true;
 }
 
@@ -804,14 +889,20 @@ distlock_complete_batch(PG_FUNCTION_ARGS)
 		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
 		values[3] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
 		nulls[3] = PG_ARGISNULL(2) ? 'n' : ' ';
-		n = dl_exec(&complete_batch_held_stmt, values, nulls, 0);
-	}
-	for (uint64 i = 0; i < n; i++)
-	{
-		bool		isnull = false;
-		Datum		id = dl_getattr(i, 1, &isnull);
+		if (!queue_complete_batch_direct(rsinfo, ids, values[1], values[3],
+										 nulls[3] == 'n',
+										 DatumGetTimestampTz(values[2]), &n))
+		{
+			n = dl_exec(&complete_batch_held_stmt, values, nulls, 0);
+			for (uint64 i = 0; i < n; i++)
+			{
+				bool		isnull = false;
+				Datum		id = dl_getattr(i, 1, &isnull);
 
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &id, &isnull);
+				tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &id,
+									 &isnull);
+			}
+		}
 	}
 	/* fewer than asked for: an id that is no job (of ours) is an error */
 	if (n < (uint64) nids)
