@@ -35,8 +35,14 @@
  * Crash and failover: shared memory is gone, and the row's expires_at,
  * which is never below a promise that rests on it, rules: a session may
  * outlive its last promise by at most A, and never dies before it.  A
- * beat writes nothing only while the row it rests on has been flushed
- * (persist_lsn); until then it writes.
+ * beat writes nothing only while the commit of the row it rests on
+ * (persist_lsn) is as durable as its own commit would be: flushed and,
+ * when this backend's commits wait for synchronous standbys, confirmed by
+ * them as far as its synchronous_commit asks.  A row written by a beat
+ * that ran with less (synchronous_commit off, or local beside a
+ * synchronous standby) could be lost by a crash or a failover, and a
+ * promise resting on it with it; until then the beat writes, and its own
+ * commit waits as any other.
  *
  * A slot is taken over only when its entry no longer changes anybody's
  * judgement: when it says what the row says (live = persisted), or when
@@ -59,6 +65,8 @@
 #include "common/pg_prng.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
+#include "replication/syncrep.h"
+#include "replication/walsender.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -538,10 +546,39 @@ beat_pin_promise(Datum id, TimestampTz row_expires, TimestampTz *promise,
 }
 
 /*
+ * Whether the commit that ended at lsn is as durable as this backend's own
+ * commit would be now (see the header comment): flushed here, and
+ * confirmed by the synchronous standbys as far as synchronous_commit asks
+ * whenever this backend's commit would wait for them (SyncRepWaitForLSN()'s
+ * test).
+ */
+static bool
+beat_row_durable(XLogRecPtr lsn)
+{
+	int			mode;
+	bool		durable;
+
+	if (lsn > GetFlushRecPtr(NULL))
+		return false;
+	if (!SyncRepRequested())
+		return true;
+	if (synchronous_commit == SYNCHRONOUS_COMMIT_REMOTE_WRITE)
+		mode = SYNC_REP_WAIT_WRITE;
+	else if (synchronous_commit == SYNCHRONOUS_COMMIT_REMOTE_APPLY)
+		mode = SYNC_REP_WAIT_APPLY;
+	else
+		mode = SYNC_REP_WAIT_FLUSH;
+	LWLockAcquire(SyncRepLock, LW_SHARED);
+	durable = !dl_sync_standbys_defined() || lsn <= WalSndCtl->lsn[mode];
+	LWLockRelease(SyncRepLock);
+	return durable;
+}
+
+/*
  * A heartbeat of session id, judged live under its beat and use locks at
  * READ COMMITTED, whose row says row_expires as last committed: if its
  * promise can be kept in shared memory without writing the row (the row
- * is ahead of it and flushed), note it, to be applied at commit, and
+ * is ahead of it and durable), note it, to be applied at commit, and
  * return true.
  */
 bool
@@ -554,7 +591,7 @@ dl_beat_skip_write(Datum id, TimestampTz row_expires, TimestampTz promise)
 	if (!beat_pin_promise(id, row_expires, &promise, &set_no, &way, &entry))
 		return false;
 	if (entry.persisted != row_expires || promise > row_expires ||
-		entry.persist_lsn > GetFlushRecPtr(NULL))
+		!beat_row_durable(entry.persist_lsn))
 	{
 		beat_unpin(set_no, way);
 		return false;

@@ -7,6 +7,9 @@
 #		stopped by PID and removed on exit, after $test_on_exit if set
 #	psql ...			psql, quiet, stopping at the first error
 #	check WHAT GOT WANT	prints "ok - WHAT", or "not ok - WHAT" with both values
+#	standby_start		a hot standby streaming from the cluster, made from a
+#						base backup in $dir/standby, on port $sport
+#						($standby_pid); stop_standby stops it
 #
 # $top is the checkout.
 
@@ -40,4 +43,28 @@ test_cluster_start()
 	shift
 	trap test_cleanup EXIT
 	cluster_start "$dir" "$@"
+}
+
+standby_pid=
+standby_start()
+{
+	mkdir -p "$dir/standby" && chown postgres: "$dir/standby"
+	as_owner "$PG_BINDIR/pg_basebackup" -h "$PGHOST" -p "$PGPORT" -U postgres \
+		-D "$dir/standby/data" -R -X stream >/dev/null
+	sport=$(free_port)
+	as_owner sed -i "s/^port = .*/port = $sport/; s|^unix_socket_directories = .*|unix_socket_directories = '$dir/standby'|" \
+		"$dir/standby/data/postgresql.conf"
+	echo "hot_standby = on" | as_owner tee -a "$dir/standby/data/postgresql.conf" >/dev/null
+	as_owner "$PG_BINDIR/pg_ctl" -D "$dir/standby/data" -w -t 60 -l "$dir/standby/server.log" start >/dev/null
+	standby_pid=$(head -1 "$dir/standby/data/postmaster.pid")
+}
+
+stop_standby()
+{
+	[ -n "$standby_pid" ] || return 0
+	kill -TERM "$standby_pid" 2>/dev/null || true
+	for _ in $(seq 1 100); do
+		kill -0 "$standby_pid" 2>/dev/null || break
+		sleep 0.1
+	done
 }

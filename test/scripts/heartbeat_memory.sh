@@ -13,6 +13,9 @@
 # once by a beat that relies on that row, then a crash: the second beat
 # must have written (and flushed) the row, since the first one's record
 # may be lost (wal_writer_delay is long here, so it is lost unless flushed).
+# Then the same with a synchronous standby: a beat at synchronous_commit =
+# on must not rest on a row that a beat at local wrote and the standby has
+# not confirmed; it writes, and waits for the standby as any commit does.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
@@ -87,3 +90,55 @@ cluster_restart immediate
 check "a heartbeat does not rely on a row write that is not yet flushed: its promise survives a crash" \
 	"$(psql -At -c "SELECT count(*) FROM distlock.live_sessions
 					 WHERE id = '$sid' AND expires_at >= '$promise'")" 1
+
+# A synchronous standby that confirms nothing while its walsender is
+# stopped (SIGSTOP).  A beat at synchronous_commit = local writes its row
+# ahead, which only the primary has; the next beat, at on, must not rest on
+# that row, which a failover would lose: it writes, and its commit waits
+# for the standby (wait event SyncRep) until the walsender goes on.
+walsender=
+sync_cleanup()
+{
+	[ -z "$walsender" ] || kill -CONT "$walsender" 2>/dev/null || true
+	stop_standby
+}
+test_on_exit=sync_cleanup
+standby_start
+psql -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >/dev/null
+for _ in $(seq 1 100); do
+	[ "$(psql -At -c "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'")" = 1 ] && break
+	sleep 0.1
+done
+sid=$(psql -At -c "SELECT distlock.session_open('1 hour', 'sync')")
+psql -At -c "SELECT distlock.heartbeat('$sid')" >/dev/null	# writes ahead
+check "with the synchronous standby confirming, heartbeats write nothing" \
+	"$(beats "$sid" 5 | cut -d' ' -f1,2)" "5 0"
+
+walsender=$(psql -At -c "SELECT pid FROM pg_stat_replication")
+kill -STOP "$walsender"
+sid=$(psql -At -c "SET synchronous_commit = local" -c "SELECT distlock.session_open('1 hour', 'local')")
+psql -At -c "SET synchronous_commit = local" -c "SELECT distlock.heartbeat('$sid')" >/dev/null
+psql -At -c "SELECT distlock.heartbeat('$sid')" >"$dir/beat.out" 2>&1 &
+beat=$!
+waiting=0
+for _ in $(seq 1 50); do
+	waiting=$(psql -At -c "SELECT count(*) FROM pg_stat_activity
+						   WHERE wait_event = 'SyncRep' AND query LIKE '%heartbeat%'")
+	[ "$waiting" = 1 ] && break
+	kill -0 "$beat" 2>/dev/null || break
+	sleep 0.1
+done
+check "a heartbeat at synchronous_commit = on over a row the standby has not confirmed waits for the standby" \
+	"$waiting" 1
+kill -CONT "$walsender"
+walsender=
+wait "$beat" || true
+check "and answers true once the standby confirms" "$(cat "$dir/beat.out")" t
+ahead=0
+for _ in $(seq 1 50); do	# confirmed as flushed there; wait for replay
+	ahead=$(psql -At -p "$sport" -c "SELECT count(*) FROM distlock.sessions
+									  WHERE id = '$sid' AND expires_at > now() + interval '1 hour'")
+	[ "$ahead" = 1 ] && break
+	sleep 0.1
+done
+check "the standby has the row it wrote, ahead of its promise" "$ahead" 1

@@ -4,16 +4,6 @@
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-standby_pid=
-stop_standby()
-{
-	[ -n "$standby_pid" ] || return 0
-	kill -TERM "$standby_pid" 2>/dev/null || true
-	for _ in $(seq 1 100); do
-		kill -0 "$standby_pid" 2>/dev/null || break
-		sleep 0.1
-	done
-}
 test_on_exit=stop_standby
 test_cluster_start standby "wal_level = replica" "max_wal_senders = 4"
 
@@ -21,16 +11,7 @@ psql -c "CREATE EXTENSION distlock"
 sid=$(psql -At -c "SELECT distlock.session_open('1 hour')")
 psql -c "SELECT distlock.try_acquire('L', 'w', '1 hour')" -c "SELECT distlock.enqueue('q')" >/dev/null
 
-# a standby from a base backup, streaming from the primary
-mkdir -p "$dir/standby" && chown postgres: "$dir/standby"
-as_owner "$PG_BINDIR/pg_basebackup" -h "$PGHOST" -p "$PGPORT" -U postgres \
-	-D "$dir/standby/data" -R -X stream >/dev/null
-sport=$(free_port)
-as_owner sed -i "s/^port = .*/port = $sport/; s|^unix_socket_directories = .*|unix_socket_directories = '$dir/standby'|" \
-	"$dir/standby/data/postgresql.conf"
-echo "hot_standby = on" | as_owner tee -a "$dir/standby/data/postgresql.conf" >/dev/null
-as_owner "$PG_BINDIR/pg_ctl" -D "$dir/standby/data" -w -t 60 -l "$dir/standby/server.log" start >/dev/null
-standby_pid=$(head -1 "$dir/standby/data/postmaster.pid")
+standby_start
 
 on_standby() { psql -At -p "$sport" "$@"; }
 for _ in $(seq 1 100); do
