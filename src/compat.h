@@ -128,7 +128,11 @@ dl_init_update_range_table(EState *estate, RangeTblEntry *rte,
 /*
  * This backend's PGPROC number; and shared memory named name of size bytes,
  * made by init on first use, where the DSM registry can give it (leaves
- * *ptr as it is otherwise).
+ * *ptr as it is otherwise).  Without preloading, a backend started after a
+ * new version's library was installed loads it while older backends keep
+ * the old one: the size is part of the registry's name, so that a library
+ * whose layout differs gets a segment of its own instead of reading
+ * another's as its own.
  */
 #if PG_VERSION_NUM >= 170000
 #define dl_my_procno()	((int) MyProcNumber)
@@ -136,10 +140,13 @@ static inline void
 dl_attach_named_segment(void **ptr, const char *name, Size size,
 						void (*init) (void *))
 {
+	char		key[NAMEDATALEN];
 	bool		found;
 
-	if (*ptr == NULL)
-		*ptr = GetNamedDSMSegment(name, size, init, &found);
+	if (*ptr != NULL)
+		return;
+	snprintf(key, sizeof(key), "%s (%zu bytes)", name, size);
+	*ptr = GetNamedDSMSegment(key, size, init, &found);
 }
 #else
 #define dl_my_procno()	(MyProc->pgprocno)
