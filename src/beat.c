@@ -67,6 +67,7 @@
 #include "port/atomics.h"
 #include "replication/syncrep.h"
 #include "replication/walsender.h"
+#include "replication/walsender_private.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -546,11 +547,30 @@ beat_pin_promise(Datum id, TimestampTz row_expires, TimestampTz *promise,
 }
 
 /*
+ * Whether synchronous standbys may be defined, erring towards yes.  The
+ * byte core keeps for it was a bool (1: defined) before the minor releases
+ * of 2025 and is flags since (1: read from the setting, 2: defined), and
+ * the server may be of either kind whatever headers distlock was built
+ * with; so it is read as a byte, and the setting counts too (the
+ * checkpointer may not have read a change of it yet).
+ */
+static bool
+beat_sync_standbys_defined(void)
+{
+	uint8		flags = *(volatile uint8 *) &WalSndCtl->DL_SYNC_STANDBYS_BYTE;
+
+	return (flags & 2) != 0 ||
+		(SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0');
+}
+
+/*
  * Whether the commit that ended at lsn is as durable as this backend's own
  * commit would be now (see the header comment): flushed here, and
  * confirmed by the synchronous standbys as far as synchronous_commit asks
- * whenever this backend's commit would wait for them (SyncRepWaitForLSN()'s
- * test).
+ * whenever this backend's commit may wait for them (the comparison
+ * SyncRepWaitForLSN() makes).  The confirmed positions only rise: when the
+ * synchronous standbys change, they may speak for one that is gone, as
+ * they do for a commit.
  */
 static bool
 beat_row_durable(XLogRecPtr lsn)
@@ -560,7 +580,7 @@ beat_row_durable(XLogRecPtr lsn)
 
 	if (lsn > GetFlushRecPtr(NULL))
 		return false;
-	if (!SyncRepRequested())
+	if (!SyncRepRequested() || !beat_sync_standbys_defined())
 		return true;
 	if (synchronous_commit == SYNCHRONOUS_COMMIT_REMOTE_WRITE)
 		mode = SYNC_REP_WAIT_WRITE;
@@ -569,7 +589,7 @@ beat_row_durable(XLogRecPtr lsn)
 	else
 		mode = SYNC_REP_WAIT_FLUSH;
 	LWLockAcquire(SyncRepLock, LW_SHARED);
-	durable = !dl_sync_standbys_defined() || lsn <= WalSndCtl->lsn[mode];
+	durable = lsn <= WalSndCtl->lsn[mode];
 	LWLockRelease(SyncRepLock);
 	return durable;
 }

@@ -19,9 +19,9 @@
  *	  to a library that was not preloaded.
  *	- 18: ExecInitRangeTable() takes the unpruned relations, and
  *	  index_beginscan() an instrumentation struct.
- *	- Minor releases of 2025 (all majors): whether synchronous standbys are
- *	  defined became a status word, which also says whether the
- *	  checkpointer has read synchronous_standby_names yet.
+ *	- Minor releases of 2025 (all majors): the byte of WalSndCtlData that
+ *	  says whether synchronous standbys are defined became flags, which
+ *	  also say whether the checkpointer has read synchronous_standby_names.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -48,7 +48,6 @@
 #include "storage/dsm_registry.h"
 #endif
 #include "utils/acl.h"
-#include "replication/walsender_private.h"
 
 /* What table_tuple_update() says about the indexes. */
 #if PG_VERSION_NUM >= 160000
@@ -158,20 +157,13 @@ dl_attach_named_segment(void **ptr, const char *name, Size size,
 #endif
 
 /*
- * Whether commits wait for synchronous standbys, as SyncRepWaitForLSN()
- * decides it (the caller holds SyncRepLock).  Before the checkpointer has
- * read synchronous_standby_names, the setting itself says.
+ * The byte of WalSndCtlData that says whether synchronous standbys are
+ * defined (see beat_row_durable()).
  */
-static inline bool
-dl_sync_standbys_defined(void)
-{
 #ifdef SYNC_STANDBY_INIT
-	if (WalSndCtl->sync_standbys_status & SYNC_STANDBY_INIT)
-		return (WalSndCtl->sync_standbys_status & SYNC_STANDBY_DEFINED) != 0;
-	return SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0';
+#define DL_SYNC_STANDBYS_BYTE	sync_standbys_status
 #else
-	return WalSndCtl->sync_standbys_defined;
+#define DL_SYNC_STANDBYS_BYTE	sync_standbys_defined
 #endif
-}
 
 #endif							/* DISTLOCK_COMPAT_H */

@@ -546,9 +546,11 @@ queue_complete_one(JobsTable *jt, Relation idx, Datum job_id,
 	/* changed by somebody else since our snapshot: look again */
 	while (tm == TM_Updated)
 	{
-		IndexScanDesc scan = dl_jobs_scan(jt, idx, F_INT8EQ, job_id);
+		IndexScanDesc scan;
 		Datum	   *v;
 
+		CHECK_FOR_INTERRUPTS();
+		scan = dl_jobs_scan(jt, idx, F_INT8EQ, job_id);
 		tm = TM_Invisible;
 		if (index_getnext_slot(scan, ForwardScanDirection, jt->old))
 		{
@@ -638,7 +640,6 @@ queue_complete_batch_direct(ReturnSetInfo *rsinfo, ArrayType *ids,
 
 		if (i > 0 && DatumGetInt64(elems[i]) == DatumGetInt64(elems[i - 1]))
 			continue;
-		CHECK_FOR_INTERRUPTS();
 		if (!queue_complete_one(&jt, idx, elems[i], session_id, result,
 								result_isnull, now, NULL, NULL))
 			continue;
