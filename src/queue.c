@@ -133,11 +133,13 @@ static DistlockStmt claim_one_stmt = {
  * held).
  */
 static DistlockStmt complete_batch_held_stmt = {
-	"UPDATE distlock.jobs SET status = 'completed', finished_at = $3,"
+	"WITH done AS ("
+	" UPDATE distlock.jobs SET status = 'completed', finished_at = $3,"
 	" result = $4"
 	" WHERE id = ANY ($1) AND status IS NOT DISTINCT FROM 'running'"
 	" AND session_id IS NOT DISTINCT FROM $2"
-	" RETURNING id",
+	" RETURNING id)"
+	" SELECT id FROM done ORDER BY id",
 	4, {INT8ARRAYOID, UUIDOID, TIMESTAMPTZOID, JSONBOID}
 };
 
@@ -613,10 +615,9 @@ queue_cmp_id(const void *a, const void *b)
 
 /*
  * complete_batch()'s direct path: queue_complete_one() for each of ids, in
- * ascending order and each once, as the SQL path's scan of jobs_pkey meets
- * them; the completed ones go to the caller's result (rsinfo) and their
- * number to *n.  Returns false, doing nothing, where the direct paths do
- * not apply.
+ * ascending order and each once, the order of the SQL path's answer; the
+ * completed ones go to the caller's result (rsinfo) and their number to
+ * *n.  Returns false, doing nothing, where the direct paths do not apply.
  */
 static bool
 queue_complete_batch_direct(ReturnSetInfo *rsinfo, ArrayType *ids,
