@@ -78,6 +78,12 @@ Invariants (shared/research/reliability.md, section 6):
       again.  That loses nothing and is only counted.)
   Q1  every job completed exactly once, with exactly one effect, committed
       in the acknowledging transaction
+
+An acknowledgement is complete(job, sid) ("ack": true or false) or one
+complete_batch(jobs, sid) ("ack_batch": the ids it returned, each once and
+in ascending order): each id returned is that job acknowledged by that
+session in that transaction, under the same rules as a true "ack"; each id
+asked and not returned is a refusal, as a false one.
   Q2  every accepted acknowledgement came from the job's claiming session
       while that session may have been live: within what the server had
       promised it (session_open() until expires_at, each true heartbeat
@@ -887,7 +893,8 @@ class Check:
             effects[e["job"]].append(e)
         jobs = {j["id"]: j for j in self.h["jobs"]}
         all_ids = set(jobs) | enqueued | set(completions) | set(effects)
-        if not all_ids and not any(o["op"] in ("ack", "claim") for o in self.ops):
+        if not all_ids and not any(o["op"] in ("ack", "ack_batch", "claim")
+                                   for o in self.ops):
             return False
 
         for jid in sorted(all_ids):
@@ -924,17 +931,34 @@ class Check:
                 elif c.get("commit") is not None and not self.live_in(sid, c["commit"], c["commit"]):
                     late += 1
 
-        # Q4 and figures from the workers' side
+        # Q4 and figures from the workers' side: a batch is one answer per
+        # id asked (acknowledged if returned, refused if not)
         zombie = refused_other = acks_ok = 0
+        batches = collections.Counter()
         for op in self.ops:
-            if op["op"] != "ack" or op["outcome"] != "ok":
+            if op["op"] == "ack_batch":
+                batches[op["outcome"]] += 1
+            if op["op"] not in ("ack", "ack_batch") or op["outcome"] != "ok":
                 continue
-            if op.get("r"):
-                acks_ok += 1
-            elif op.get("t0") is not None and not self.live_in(op.get("sid"), op["t0"], op["t0"]):
-                zombie += 1
+            if op["op"] == "ack":
+                answers = [bool(op.get("r"))]
             else:
-                refused_other += 1
+                got = set(op.get("r") or [])
+                answers = [j in got for j in sorted(set(op.get("jobs") or []))]
+                batches["asked"] += len(answers)
+                batches["acked"] += sum(answers)
+            for acked in answers:
+                if acked:
+                    acks_ok += 1
+                elif op.get("t0") is not None and \
+                        not self.live_in(op.get("sid"), op["t0"], op["t0"]):
+                    zombie += 1
+                else:
+                    refused_other += 1
+        # the completions that complete_batch() made, as the WAL has them
+        batches["completions"] = sum(
+            1 for cs in completions.values() for c in cs
+            if (self.op_of(c) or {}).get("op") == "ack_batch")
         self.fig["jobs"] = len(all_ids)
         self.fig["completed"] = sum(1 for j in jobs.values() if j["status"] == "completed")
         self.fig["claims"] = sum(claims.values())
@@ -943,6 +967,7 @@ class Check:
         self.fig["zombie_acks_refused"] = zombie
         self.fig["acks_refused_other"] = refused_other
         self.fig["acks_committed_after_expiry"] = late
+        self.fig["batches"] = batches
         self.fig["effects"] = sum(len(v) for v in effects.values())
         return True
 
@@ -1042,6 +1067,22 @@ class Check:
                 missing("completed job and effect")
             if not r and (done or effects):
                 extra("the job")
+        elif kind == "ack_batch":
+            # per id, what "ack" is per job: an id returned left its job
+            # completed and its effect, an id left out neither; the answer
+            # names only ids asked, each once, in ascending order
+            asked, got = set(op.get("jobs") or []), r or []
+            if got != sorted(set(got)) or not set(got) <= asked:
+                self.flag("L6", "ack_batch by %s asked %s and answered %s: not ids asked,"
+                          " each once, in ascending order (xid %s)"
+                          % (who, op.get("jobs"), r, op.get("xid")))
+            done = {a["new"]["id"] for a in jobs if a["new"]["status"] == "completed"}
+            did = {e["job"] for e in effects}
+            for jid in sorted(set(got)):
+                if jid not in done or jid not in did:
+                    missing("completed job %s and its effect" % jid)
+            for jid in sorted((done | did) - set(got)):
+                extra("job %s, which it did not return" % jid)
         elif kind == "claim":
             got = sorted(a["new"]["id"] for a in jobs if a["new"]["status"] == "running"
                          and a["old"]["status"] == "pending")
@@ -1121,7 +1162,8 @@ class Check:
                    zombie_refused=self.fig.get("stale_writes_refused", 0)
                    + self.fig.get("non_holder_refused", 0),
                    zombie_acks=self.fig.get("zombie_acks_refused", 0),
-                   redeliveries=self.fig.get("redeliveries", 0))
+                   redeliveries=self.fig.get("redeliveries", 0),
+                   batch_acks=self.fig.get("batches", {}).get("completions", 0))
         self.fig["faults"] = {k: got[k] for k in ("term", "term_seen", "kill", "pause",
                                                    "pause_outlived", "zombie_takeovers",
                                                    "restart", "crash")}
@@ -1203,6 +1245,13 @@ def report(path):
               % (f["jobs"], f["completed"], f["claims"], f["redeliveries"],
                  f["acks_accepted"], f["zombie_acks_refused"], f["acks_refused_other"],
                  f["effects"], f["acks_committed_after_expiry"]))
+        b = f["batches"]
+        if b:
+            print("# batch acknowledgements (complete_batch): %d calls (ok %d, definite"
+                  " failures %d, unknown %d), %d ids asked in the answered ones, %d"
+                  " acknowledged; %d completions in the WAL by complete_batch"
+                  % (b["ok"] + b["fail"] + b["info"], b["ok"], b["fail"], b["info"],
+                     b["asked"], b["acked"], b["completions"]))
     print("# faults: %s" % ", ".join("%s %d" % kv for kv in f["faults"].items()))
     print("# client errors: %s" % ", ".join("%s %d" % kv for kv in
                                            sorted(f["client_errors"].items())))
@@ -1420,8 +1469,11 @@ def failover_report(h, ck, line):
     done = {(a["new"]["id"], a["old"].get("session")) for a in ck.changes
             if a["tbl"] == "jobs" and a["op"] == "U" and a["new"]["status"] == "completed"
             and (a.get("commit") or 0) < prom}
-    acks = [o for o in ok_ops if o["op"] == "ack" and o.get("r") and o["t1"] < prom]
-    lost_acks = [o for o in acks if (o["job"], o["sid"]) not in done]
+    acks = [(o["job"], o["sid"]) for o in ok_ops if o["op"] == "ack" and o.get("r")
+            and o["t1"] < prom]
+    acks += [(j, o["sid"]) for o in ok_ops if o["op"] == "ack_batch" and o["t1"] < prom
+             for j in o.get("r") or []]
+    lost_acks = [a for a in acks if a not in done]
     print("# lost to lag: %d of %d acknowledged grants, %d of %d acknowledged completions%s"
           % (len(lost), len(acked), len(lost_acks), len(acks),
              " (walreceiver stopped %.1f s before the kill, %d tokens drawn in the first"
@@ -1452,7 +1504,8 @@ def failover_report(h, ck, line):
                 held.pop(jid, None)
         elif jid in held and jid not in back:
             op = ck.op_of(a)
-            if op is not None and op["op"] in ("ack", "fail") and op.get("sid") == held[jid]:
+            if op is not None and op["op"] in ("ack", "ack_batch", "fail") \
+                    and op.get("sid") == held[jid]:
                 back[jid] = None
             elif a["new"]["status"] == "running":
                 back[jid] = a if a["new"]["session"] != held[jid] else None
@@ -1496,8 +1549,10 @@ def failover_waits(h, ck, line, fo):
             text = "got the lease there, token %s (the holder's %s)" % (
                 g["r"] if g else None, fo.get("holder_token"))
         else:
-            acked = {o["job"] for o in h["ops"] if o["op"] == "ack" and o["outcome"] == "ok"
-                     and o.get("r") and o["c"] == (g or {}).get("c")}
+            mine = [o for o in h["ops"] if o["outcome"] == "ok"
+                    and o["c"] == (g or {}).get("c")]
+            acked = {o["job"] for o in mine if o["op"] == "ack" and o.get("r")} | \
+                {j for o in mine if o["op"] == "ack_batch" for j in o.get("r") or []}
             ok = bool(g) and len(g["r"]) == fo.get("wait_jobs_enqueued") and \
                 set(g["r"]) <= acked
             text = "got the %d jobs enqueued there after the failover (%s), acknowledged %d" % (

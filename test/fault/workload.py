@@ -10,7 +10,9 @@ cluster that test/fault/run.sh started (wal_level = logical, pg_stat_statements
 preloaded with track = all): it installs distlock and the harness's own
 objects (setup.sql, nothing on distlock's tables), creates the logical
 replication slot "fault" (test_decoding) before the first row is written,
-starts lock clients and queue workers as separate processes, injects faults
+starts lock clients and queue workers as separate processes (the workers
+acknowledge each job with complete(), or, for a third of their claims, the
+claim's jobs together with one complete_batch()), injects faults
 while they run (pg_terminate_backend of client backends, SIGSTOP of lease
 holders and job holders beyond their ttl then SIGCONT, SIGKILL of clients,
 immediate-stop restarts of the server, SIGKILL of a backend), stops them,
@@ -168,6 +170,7 @@ SESSION_TTL_S = 1.0             # queue workers' session ttl
 HEARTBEAT_S = 0.25              # heartbeat interval
 REAP_S = 0.5                    # harness reaper interval
 WORK_MS = (0, 10)               # a job's work
+BATCH_SHARE = 1 / 3             # claims acknowledged with one complete_batch()
 PAUSE_JOB_S = 2.0               # SIGSTOP of a worker: > SESSION_TTL_S
 DRAIN_S = 30                    # the queue drains this soon after the faults
 
@@ -413,7 +416,10 @@ def run_locker(a):
 # Queue worker (D2): a session heartbeated from its own connection every
 # 250 ms; claim 1-10 jobs, work 0-10 ms on each, then acknowledge it in a
 # transaction that inserts the job's effect only if complete() said true
-# (or, 2% of the time, fail() it for a retry).  Connections come and go;
+# (or, 2% of the time, fail() it for a retry).  For a third of the claims
+# (BATCH_SHARE) the jobs not failed are acknowledged together once all are
+# worked on: one complete_batch() in a transaction that inserts one effect
+# per id it returned.  Connections come and go;
 # the session stays, unless the heartbeat answers false or a claim's outcome
 # is unknown: then the worker opens a new session, and the old one's jobs
 # come back when it expires.
@@ -434,6 +440,30 @@ def run_worker(a):
             if r["outcome"] == "ok" and r.get("r") is False:
                 lost.set()
         hb.drop()
+
+    def ack_batch(batch):
+        """Acknowledge the jobs of batch with one complete_batch(), and
+        insert one effect per id it returned (the ids it acknowledged, in
+        ascending order).  Tried once more on a failed or unknown outcome,
+        like a single acknowledgement: complete_batch() leaves out a job
+        already done."""
+        def effects(conn, acked):
+            if not acked:
+                return {}
+            conn.execute("INSERT INTO fault.effects (job_id, session_id, worker)"
+                         " SELECT j, %s::uuid, %s FROM unnest(%s::bigint[]) j",
+                         (sid, owner, acked))
+            return dict(effects=len(acked))
+        for _ in range(2):
+            r = cl.op("ack_batch",
+                      HEAD + "(SELECT coalesce(array_agg(id ORDER BY n), '{}')"
+                      " FROM distlock.complete_batch(%s::bigint[], %s)"
+                      " WITH ORDINALITY AS t(id, n))" + TAIL,
+                      (batch, sid), dict(sid=sid, jobs=batch), post=effects)
+            if r["outcome"] == "ok" or not alive():
+                break
+        if r["outcome"] != "ok":
+            lost.set()
 
     sid, lost, hb_thread = None, threading.Event(), None
     while alive():
@@ -469,9 +499,13 @@ def run_worker(a):
         if not jobs:
             time.sleep(0.05)
             continue
+        batch = [] if rng.random() < BATCH_SHARE else None
         for job in jobs:
             time.sleep(rng.uniform(*WORK_MS) / 1000)
             kind = "fail" if rng.random() < 0.02 else "ack"
+            if kind == "ack" and batch is not None:
+                batch.append(job)
+                continue
             # A failed or unknown acknowledgement is tried once more, on a
             # new connection if need be, with the same session: complete()
             # is idempotent (false once the job is done), and the session is
@@ -497,6 +531,9 @@ def run_worker(a):
                 break
             if not alive():
                 break
+        else:
+            if batch and alive():
+                ack_batch(batch)
     lost.set()
     if sid is not None and stop.is_set():
         cl.op("close", HEAD + "distlock.session_close(%s)" + TAIL, (sid,),
@@ -605,8 +642,13 @@ class Orchestrator:
                          title=self.title + (" (distlock.direct_path = off)"
                                              if self.path == "sql" else ""),
                          mode=self.mode, seed=a.seed, pool=self.pool, params=self.p,
-                         floors=self.p.get("floors", {}),
-                         lock_ttl_ms=LOCK_TTL_MS, session_ttl_s=SESSION_TTL_S)
+                         floors=dict(self.p.get("floors", {})),
+                         lock_ttl_ms=LOCK_TTL_MS, session_ttl_s=SESSION_TTL_S,
+                         batch_share=BATCH_SHARE)
+        if self.p.get("workers"):
+            # complete_batch() must have carried a fair share of the jobs
+            # (a third of the claims go through it)
+            self.meta["floors"]["batch_acks"] = max(1, self.p["jobs"] // 10)
 
     # -- bookkeeping ---------------------------------------------------------
 
