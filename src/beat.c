@@ -155,7 +155,6 @@ static BeatGone beat_gone[MAX_BEAT_GONE];
 static int	beat_ngone = 0;
 static bool beat_callbacks_registered = false;
 
-
 static void
 beats_init(void *ptr)
 {
@@ -635,18 +634,20 @@ dl_beat_write(Datum id, TimestampTz row_expires, TimestampTz promise,
 	int			set_no;
 	int			way;
 	int64		a;
+	TimestampTz persisted;
 
 	if (!beat_pin_promise(id, row_expires, &promise, &set_no, &way, &entry))
 		return promise;
 	a = Min(3 * ttl_us, (int64) dl_heartbeat_persist_ahead * 1000);
-	beat_note(DatumGetUUIDP(id), set_no, way, true, promise, promise + Max(a, 0));
+	persisted = promise + Max(a, 0);
+	beat_note(DatumGetUUIDP(id), set_no, way, true, promise, persisted);
 	set = &beats->sets[set_no];
 	SpinLockAcquire(&set->mutex);
 	set->entries[way].pending = true;
 	set->entries[way].pending_live = promise;
-	set->entries[way].pending_persisted = promise + Max(a, 0);
+	set->entries[way].pending_persisted = persisted;
 	SpinLockRelease(&set->mutex);
-	return promise + Max(a, 0);
+	return persisted;
 }
 
 /*

@@ -161,7 +161,6 @@ static int	position_nnotes = 0;
 static int	position_maxnotes = 0;
 static SubTransactionId position_subabort_done = InvalidSubTransactionId;
 
-
 static void
 positions_init(void *ptr)
 {

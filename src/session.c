@@ -285,13 +285,13 @@ session_lock_state(DistlockStmt *stmt, Datum session_id, DistlockCall *call)
 {
 	Datum		values[1] = {session_id};
 	bool		isnull;
+	TimestampTz expires;
 
 	if (dl_exec(stmt, values, NULL, 1) == 0)
 		return SESSION_MISSING;
+	expires = DatumGetTimestampTz(dl_getattr(0, SESSION_COL_EXPIRES, &isnull));
 	return session_judge(call, session_id,
-						 dl_beat_effective(session_id,
-										   DatumGetTimestampTz(dl_getattr(0, SESSION_COL_EXPIRES,
-																		  &isnull))),
+						 dl_beat_effective(session_id, expires),
 						 DatumGetObjectId(dl_getattr(0, SESSION_COL_CREATOR,
 													 &isnull)));
 }

@@ -116,7 +116,6 @@ static bool wait_attach_tried = false;
 static bool wait_callbacks_registered = false;
 static List *wait_pending = NIL;	/* of PendingWake, in TopTransactionContext */
 
-
 static void wake_oldest(int kind, uint64 key, Oid dbid, int64 count,
 						uint64 after);
 

@@ -121,7 +121,12 @@ typedef struct LauncherDb
 	bool		seen;			/* still listed in pg_database */
 } LauncherDb;
 
-static Size worker_shared_size(void);
+static Size
+worker_shared_size(void)
+{
+	return add_size(offsetof(WorkerShared, dbs),
+					mul_size(max_worker_processes, sizeof(WorkerDb)));
+}
 
 /* A new region of shared memory: no launcher yet, no database. */
 static void
@@ -133,13 +138,6 @@ worker_shared_init(void *ptr)
 	SpinLockInit(&ws->mutex);
 	ws->launcher_procno = -1;
 	ws->ndbs = max_worker_processes;
-}
-
-static Size
-worker_shared_size(void)
-{
-	return add_size(offsetof(WorkerShared, dbs),
-					mul_size(max_worker_processes, sizeof(WorkerDb)));
 }
 
 /* The shared slot of dbid, taking a free one if add; NULL if none. */

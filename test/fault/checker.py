@@ -346,6 +346,16 @@ def merge_ops(raw):
     return out
 
 
+def acked_jobs(op):
+    """The jobs an acknowledgement op that answered says it acknowledged:
+    complete()'s job if it said true, the ids complete_batch() returned."""
+    if op["op"] == "ack":
+        return [op["job"]] if op.get("r") else []
+    if op["op"] == "ack_batch":
+        return list(op.get("r") or [])
+    return []
+
+
 def changed(op):
     """Whether an operation's answer says it changed something."""
     kind, r = op["op"], op.get("r")
@@ -1469,10 +1479,7 @@ def failover_report(h, ck, line):
     done = {(a["new"]["id"], a["old"].get("session")) for a in ck.changes
             if a["tbl"] == "jobs" and a["op"] == "U" and a["new"]["status"] == "completed"
             and (a.get("commit") or 0) < prom}
-    acks = [(o["job"], o["sid"]) for o in ok_ops if o["op"] == "ack" and o.get("r")
-            and o["t1"] < prom]
-    acks += [(j, o["sid"]) for o in ok_ops if o["op"] == "ack_batch" and o["t1"] < prom
-             for j in o.get("r") or []]
+    acks = [(j, o["sid"]) for o in ok_ops for j in acked_jobs(o) if o["t1"] < prom]
     lost_acks = [a for a in acks if a not in done]
     print("# lost to lag: %d of %d acknowledged grants, %d of %d acknowledged completions%s"
           % (len(lost), len(acked), len(lost_acks), len(acks),
@@ -1549,10 +1556,8 @@ def failover_waits(h, ck, line, fo):
             text = "got the lease there, token %s (the holder's %s)" % (
                 g["r"] if g else None, fo.get("holder_token"))
         else:
-            mine = [o for o in h["ops"] if o["outcome"] == "ok"
-                    and o["c"] == (g or {}).get("c")]
-            acked = {o["job"] for o in mine if o["op"] == "ack" and o.get("r")} | \
-                {j for o in mine if o["op"] == "ack_batch" for j in o.get("r") or []}
+            acked = {j for o in h["ops"] if o["outcome"] == "ok"
+                     and o["c"] == (g or {}).get("c") for j in acked_jobs(o)}
             ok = bool(g) and len(g["r"]) == fo.get("wait_jobs_enqueued") and \
                 set(g["r"]) <= acked
             text = "got the %d jobs enqueued there after the failover (%s), acknowledged %d" % (
