@@ -1,8 +1,8 @@
 --
 -- queue_paths: claim() and complete() take the same decisions on the
--- direct path (READ COMMITTED, src/direct.c) and on the SQL path (here
--- forced by a trigger on distlock.jobs, which must fire), and both keep
--- the indexes right
+-- direct path (READ COMMITTED, src/tables.c) and on the SQL path (here
+-- forced by a trigger on distlock.jobs, which must fire), and so do
+-- complete_batch() and fail(); both paths keep the indexes right
 --
 
 CREATE EXTENSION amcheck;
@@ -16,13 +16,17 @@ BEGIN
 END $$;
 
 -- the same round on both paths: claim in order, skip what is not due,
--- complete once, refuse a second time; a stays running
+-- complete once, refuse a second time; a batch answers in id order, once
+-- per job; a failed job is claimable again; a stays running
 CREATE FUNCTION job_round(q text, w uuid) RETURNS TABLE (step text, outcome text)
 LANGUAGE plpgsql AS $$
 DECLARE
 	a bigint := distlock.enqueue(q, '{"n": 1}');
 	b bigint := distlock.enqueue(q, '{"n": 2}', priority => 1);
 	c bigint := distlock.enqueue(q, '{}', run_at => clock_timestamp() + interval '1 hour');
+	d bigint;
+	e bigint;
+	f bigint;
 BEGIN
 	RETURN QUERY SELECT 'claim 2', string_agg(format('%s:%s:%s', CASE j.id WHEN a THEN 'a' WHEN b THEN 'b' ELSE 'c' END,
 												 j.status, j.attempts), ' ')
@@ -31,6 +35,23 @@ BEGIN
 	RETURN QUERY SELECT 'complete b again', distlock.complete(b, w)::text;
 	RETURN QUERY SELECT 'claim none due', count(*)::text FROM distlock.claim(q, w);
 	RETURN QUERY SELECT 'b', format('%s %s', status, result) FROM distlock.jobs WHERE id = b;
+	d := distlock.enqueue(q, '{"n": 4}');
+	e := distlock.enqueue(q, '{"n": 5}');
+	RETURN QUERY SELECT 'claim d e', string_agg(CASE j.id WHEN d THEN 'd' WHEN e THEN 'e' ELSE 'other' END, ' ')
+	  FROM distlock.claim(q, w, 2) j;
+	RETURN QUERY SELECT 'complete_batch e d e b', string_agg(CASE x WHEN d THEN 'd' WHEN e THEN 'e' ELSE 'other' END, ' ' ORDER BY n)
+	  FROM distlock.complete_batch(ARRAY[e, d, e, b], w, '{"batch": true}') WITH ORDINALITY AS t(x, n);
+	RETURN QUERY SELECT 'complete_batch again', count(*)::text
+	  FROM distlock.complete_batch(ARRAY[d, e], w);
+	RETURN QUERY SELECT 'd e', string_agg(format('%s %s', status, result), ', ' ORDER BY id)
+	  FROM distlock.jobs WHERE id IN (d, e);
+	f := distlock.enqueue(q, '{"n": 6}');
+	RETURN QUERY SELECT 'claim f', count(*)::text FROM distlock.claim(q, w) j WHERE j.id = f;
+	RETURN QUERY SELECT 'fail f', distlock.fail(f, w, 'boom', retry_in => interval '0')::text;
+	RETURN QUERY SELECT 'f', format('%s %s %s', status, attempts, last_error) FROM distlock.jobs WHERE id = f;
+	RETURN QUERY SELECT 'claim f again', string_agg(format('%s:%s', j.status, j.attempts), ' ')
+	  FROM distlock.claim(q, w) j WHERE j.id = f;
+	RETURN QUERY SELECT 'complete f', distlock.complete(f, w)::text;
 	-- the index entries: a is running for w, nothing pending is due
 	RETURN QUERY SELECT 'running for w', count(*)::text FROM distlock.jobs
 	  WHERE session_id = w AND status = 'running' AND queue = q;
@@ -64,7 +85,8 @@ RESET enable_indexscan;
 RESET enable_bitmapscan;
 SELECT i AS index_checked
   FROM unnest(ARRAY['distlock.jobs_pkey', 'distlock.jobs_claim_idx',
-					'distlock.jobs_running_session_idx']) i
+					'distlock.jobs_running_session_idx', 'distlock.jobs_dedup_idx',
+					'distlock.jobs_finished_idx']) i
  WHERE bt_index_check(i::regclass, true)::text = '';
 
 SELECT distlock.session_close(:'w');
