@@ -269,11 +269,15 @@ def job_variants(batch):
                          fill_rate=rate))
         v.append(Variant("advisory-lock worker", "job_advisory.sql", "baseline", d,
                          prep_reports, jobs_counter("reports"), fill_rate=rate))
+    else:
+        v.append(Variant("distlock complete_batch_and_claim", "job_distlock_bac.sql", "distlock",
+                         d, prep_distlock_jobs, jobs_counter("distlock.jobs"), needs="bac",
+                         fill_rate=rate))
     v.append(Variant("SQL SKIP LOCKED", "job_skiplocked.sql", "baseline", d, prep_tasks,
                      jobs_counter("tasks", "state"), fill_rate=rate))
-    if batch == 1:
-        v.append(Variant("SQL SKIP LOCKED, 1 txn", "job_skiplocked_1txn.sql", "baseline", d,
-                         prep_tasks, jobs_counter("tasks", "state"), fill_rate=rate))
+    v.append(Variant("SQL SKIP LOCKED, 1 txn",
+                     "job_skiplocked_1txn.sql" if batch == 1 else "job_skiplocked_batch_1txn.sql",
+                     "baseline", d, prep_tasks, jobs_counter("tasks", "state"), fill_rate=rate))
     v.append(Variant("PgQ", "job_pgq.sql", "baseline", d, prep_pgq(batch),
                      lambda db: int(db.one(PGQ_CONSUMED)), needs="pgq", fill_rate=rate))
     return v
@@ -681,6 +685,10 @@ def targets17(results):
     for b in ("job10", "job100"):
         check_ratio(out, results, f"batches of {b[3:]} vs batched SQL SKIP LOCKED", p, b, CLIENTS,
                     "distlock", "SQL SKIP LOCKED", 1.3)
+    for b in ("job10", "job100"):
+        check_ratio(out, results, f"batches of {b[3:]} in one call and 1 txn"
+                    " (complete_batch_and_claim) vs batched SQL SKIP LOCKED in 1 txn", p, b,
+                    CLIENTS, "distlock complete_batch_and_claim", "SQL SKIP LOCKED, 1 txn", 1.3)
     for b in ("job1", "job10", "job100"):
         check_wal(out, results, p, b, CLIENTS, f"WAL per job <= SQL SKIP LOCKED ({b})")
     parts = []
@@ -716,8 +724,12 @@ def main():
         return
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     db = Db()
-    have_cc = db.one("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-                     " WHERE nspname = 'distlock' AND proname = 'complete_and_claim'") > 0
+    # the calls an older distlock may lack, by the needs of the variants using them
+    have = {need: db.one("SELECT count(*) FROM pg_proc p JOIN pg_namespace n"
+                         " ON n.oid = p.pronamespace WHERE nspname = 'distlock' AND proname = %s",
+                         (proname,)) > 0
+            for need, proname in (("cc", "complete_and_claim"),
+                                  ("bac", "complete_batch_and_claim"))}
     if HAVE_PGQ:
         db.run(PGQ_FILL)
     results = {}
@@ -735,7 +747,7 @@ def main():
             if ONLY and key not in ONLY:
                 continue
             vs = [v for v in variants
-                  if not (v.needs == "pgq" and not HAVE_PGQ) and not (v.needs == "cc" and not have_cc)]
+                  if not (v.needs == "pgq" and not HAVE_PGQ) and have.get(v.needs, True)]
             log(f"== synchronous_commit {passname}: {title}")
             run_group(db, key, clients_list, vs, results, passname)
         if (not ONLY or "scaling" in ONLY) and passname == PASSES[0]:

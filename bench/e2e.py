@@ -26,6 +26,11 @@ same server, with synchronous_commit on:
                                  (job_distlock.sql, as bench.py's job1)
   distlock, batches of 10        claim(q, sid, 10) + complete_batch(ids,
                                  sid) (as bench.py's job10)
+  distlock, batches of 10 in     N pgbench clients, each looping
+  one call                       complete_batch_and_claim(ids, sid): the
+                                 batch in hand acknowledged and the next
+                                 claimed in one transaction
+                                 (job_distlock_bac.sql, as bench.py's)
   distlock, one pool             one pgbench client looping claim(q, sid,
                                  10 x N) + complete_batch: the shape of
                                  graphile-worker's local queue (one fetch
@@ -92,14 +97,15 @@ class Variant:
     """One way of working through the queue: graphile-worker in a mode of
     e2e.mjs, or distlock's job cycle with batches of batch jobs."""
 
-    def __init__(self, name, kind, mode, fill_rate, pool=False):
+    def __init__(self, name, kind, mode, fill_rate, pool=False, script="job_distlock.sql"):
         self.name, self.kind, self.mode, self.fill_rate = name, kind, mode, fill_rate
         self.pool = pool    # distlock: one client claiming mode x N jobs
+        self.script = script
 
     def pgbench(self, n):
         """(the pgbench variant, its clients) for n workers."""
         batch, clients = (self.mode * n, 1) if self.pool else (self.mode, n)
-        return (bench.Variant(self.name, "job_distlock.sql", "distlock",
+        return (bench.Variant(self.name, self.script, "distlock",
                               {"batch": batch, "have_sid": 0, "jid": 0}), clients)
 
     def fill(self, db, n):
@@ -163,12 +169,17 @@ VARIANTS = [
     Variant(f"distlock, batches of {BATCH}", "distlock", BATCH, 30000),
     Variant(f"distlock, one pool: claim of {BATCH} x N + complete_batch", "distlock", BATCH,
             40000, pool=True),
+    Variant(f"distlock, batches of {BATCH} in one call", "distlock", BATCH, 40000,
+            script="job_distlock_bac.sql"),
 ]
 PAIRS = [  # issue 17's targets: (label, distlock, graphile-worker, goal)
     ("batched mode: distlock batches of 10 vs graphile-worker's local queue",
      VARIANTS[3].name, VARIANTS[1].name, 1.2),
     ("one job per call: distlock vs graphile-worker's one-job mode",
      VARIANTS[2].name, VARIANTS[0].name, 1.5),
+    ("batched mode, each batch acknowledged and the next claimed in one call"
+     " (complete_batch_and_claim) vs graphile-worker's local queue",
+     VARIANTS[5].name, VARIANTS[1].name, 1.2),
 ]
 
 

@@ -508,3 +508,16 @@ COMMENT ON FUNCTION distlock.session_expiry(uuid, timestamptz) IS
 REVOKE ALL ON FUNCTION distlock.session_expiry(uuid, timestamptz) FROM PUBLIC;
 COMMENT ON COLUMN distlock.sessions.expires_at IS
 	'a bound on the session''s expiry, which the distlock.live_sessions view shows; equal to it unless heartbeats are kept in shared memory';
+
+-- A batch worker's loop in one call and one transaction (src/queue.c):
+-- every job of the batch acknowledged, or none and 55000, then the next
+-- batch claimed from their queue.
+CREATE FUNCTION distlock.complete_batch_and_claim(job_ids bigint[],
+												  session_id uuid,
+												  result jsonb DEFAULT NULL,
+												  max_jobs integer DEFAULT NULL)
+RETURNS SETOF distlock.jobs
+AS 'MODULE_PATHNAME', 'distlock_complete_batch_and_claim'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE ROWS 10;
+COMMENT ON FUNCTION distlock.complete_batch_and_claim(bigint[], uuid, jsonb, integer) IS
+	'acknowledge every job of job_ids as complete_batch() does, then claim up to max_jobs (default: as many as were acknowledged) due jobs of their queue; a refused acknowledgement raises 55000';

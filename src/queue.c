@@ -56,6 +56,7 @@ PG_FUNCTION_INFO_V1(distlock_claim);
 PG_FUNCTION_INFO_V1(distlock_complete);
 PG_FUNCTION_INFO_V1(distlock_complete_batch);
 PG_FUNCTION_INFO_V1(distlock_complete_and_claim);
+PG_FUNCTION_INFO_V1(distlock_complete_batch_and_claim);
 PG_FUNCTION_INFO_V1(distlock_fail);
 PG_FUNCTION_INFO_V1(distlock_cancel);
 
@@ -138,8 +139,8 @@ static DistlockStmt complete_batch_held_stmt = {
 	" result = $4"
 	" WHERE id = ANY ($1) AND status IS NOT DISTINCT FROM 'running'"
 	" AND session_id IS NOT DISTINCT FROM $2"
-	" RETURNING id)"
-	" SELECT id FROM done ORDER BY id",
+	" RETURNING id, queue, queue_owner)"
+	" SELECT id, queue, queue_owner FROM done ORDER BY id",
 	4, {INT8ARRAYOID, UUIDOID, TIMESTAMPTZOID, JSONBOID}
 };
 
@@ -614,15 +615,53 @@ queue_cmp_id(const void *a, const void *b)
 }
 
 /*
- * complete_batch()'s direct path: queue_complete_one() for each of ids, in
- * ascending order and each once, the order of the SQL path's answer; the
- * completed ones go to the caller's result (rsinfo) and their number to
- * *n.  Returns false, doing nothing, where the direct paths do not apply.
+ * What a batch's acknowledgement gives back: the ids acknowledged, in
+ * ascending order, to ids if it is not NULL (a tuplestore of one bigint
+ * column, desc), and their number; and, if want_queue, the queue of the
+ * first job acknowledged, with mixed set once a job of another is.
+ */
+typedef struct BatchAck
+{
+	Tuplestorestate *ids;
+	TupleDesc	desc;
+	bool		want_queue;
+	uint64		n;
+	text	   *queue;
+	Oid			owner;
+	bool		mixed;
+} BatchAck;
+
+/* Note job id, of owner's queue, as acknowledged in ack. */
+static void
+queue_ack_note(BatchAck *ack, Datum id, text *queue, Oid owner)
+{
+	bool		isnull = false;
+
+	if (ack->ids)
+		tuplestore_putvalues(ack->ids, ack->desc, &id, &isnull);
+	if (!ack->want_queue)
+		ack->n++;
+	else if (ack->n++ == 0)
+	{
+		ack->queue = queue;
+		ack->owner = owner;
+	}
+	else if (owner != ack->owner ||
+			 VARSIZE_ANY_EXHDR(queue) != VARSIZE_ANY_EXHDR(ack->queue) ||
+			 memcmp(VARDATA_ANY(queue), VARDATA_ANY(ack->queue),
+					VARSIZE_ANY_EXHDR(queue)) != 0)
+		ack->mixed = true;
+}
+
+/*
+ * The direct path of a batch's acknowledgement: queue_complete_one() for
+ * each of ids, in ascending order and each once, the order of the SQL
+ * path's answer, noted in ack.  Returns false, doing nothing, where the
+ * direct paths do not apply.
  */
 static bool
-queue_complete_batch_direct(ReturnSetInfo *rsinfo, ArrayType *ids,
-							Datum session_id, Datum result,
-							bool result_isnull, TimestampTz now, uint64 *n)
+queue_complete_batch_direct(BatchAck *ack, ArrayType *ids, Datum session_id,
+							Datum result, bool result_isnull, TimestampTz now)
 {
 	JobsTable	jt;
 	Relation	idx;
@@ -634,22 +673,77 @@ queue_complete_batch_direct(ReturnSetInfo *rsinfo, ArrayType *ids,
 	deconstruct_array(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
 					  TYPALIGN_DOUBLE, &elems, NULL, &nelems);
 	qsort(elems, nelems, sizeof(Datum), queue_cmp_id);
-	*n = 0;
 	for (int i = 0; i < nelems; i++)
 	{
-		bool		isnull = false;
+		text	   *queue = NULL;
+		Oid			owner = InvalidOid;
 
 		if (i > 0 && DatumGetInt64(elems[i]) == DatumGetInt64(elems[i - 1]))
 			continue;
-		if (!queue_complete_one(&jt, idx, elems[i], session_id, result,
-								result_isnull, now, NULL, NULL))
-			continue;
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &elems[i],
-							 &isnull);
-		(*n)++;
+		if (queue_complete_one(&jt, idx, elems[i], session_id, result,
+							   result_isnull, now,
+							   ack->want_queue ? &queue : NULL, &owner))
+			queue_ack_note(ack, elems[i], queue, owner);
 	}
 	queue_ack_close(&jt, idx);
 	return true;
+}
+
+/*
+ * Acknowledge each job of ids (no nulls) that is running for session_id,
+ * which the call uses and has found live, with result (NULL: none), as
+ * complete() does, noting them in ack; directly where the direct paths
+ * apply, otherwise in one statement.
+ */
+static void
+queue_complete_batch(BatchAck *ack, ArrayType *ids, Datum session_id,
+					 NullableDatum result)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		values[4];
+	char		nulls[4] = "    ";
+	uint64		n;
+
+	if (queue_complete_batch_direct(ack, ids, session_id, result.value,
+									result.isnull, now))
+		return;
+	values[0] = PointerGetDatum(ids);
+	values[1] = session_id;
+	values[2] = TimestampTzGetDatum(now);
+	values[3] = result.isnull ? (Datum) 0 : result.value;
+	nulls[3] = result.isnull ? 'n' : ' ';
+	n = dl_exec(&complete_batch_held_stmt, values, nulls, 0);
+	for (uint64 i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Datum		id = dl_getattr(i, 1, &isnull);
+
+		/* the queue name lives in SPI memory that a claim would reuse */
+		queue_ack_note(ack, id,
+					   ack->want_queue ?
+					   DatumGetTextPCopy(dl_getattr(i, 2, &isnull)) : NULL,
+					   DatumGetObjectId(dl_getattr(i, 3, &isnull)));
+	}
+}
+
+/*
+ * An acknowledgement of ids that acknowledged only n of them: raise 42704
+ * for the first id that is no job the caller may see (queue_job_check()).
+ */
+static void
+queue_batch_check(DistlockCall *call, ArrayType *ids, uint64 n)
+{
+	Datum		values[2];
+
+	if (n >= (uint64) ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)))
+		return;
+	values[0] = PointerGetDatum(ids);
+	values[1] = ObjectIdGetDatum(call->caller);
+	if (dl_exec(&missing_job_stmt, values, NULL, 1) == 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("job " INT64_FORMAT " does not exist",
+						dl_getint64(0, 1))));
 }
 
 /*
@@ -843,6 +937,31 @@ distlock_complete(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The job_ids and session_id arguments of a batch's acknowledgement:
+ * neither null, no null id, at most DISTLOCK_MAX_CLAIM_JOBS ids.  Returns
+ * the ids.
+ */
+static ArrayType *
+queue_batch_arg(FunctionCallInfo fcinfo)
+{
+	ArrayType  *ids;
+
+	dl_arg_not_null(fcinfo, 0, "job_ids");
+	dl_arg_not_null(fcinfo, 1, "session_id");
+	ids = PG_GETARG_ARRAYTYPE_P(0);
+	if (array_contains_nulls(ids))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("job_ids cannot contain nulls")));
+	if (ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)) > DISTLOCK_MAX_CLAIM_JOBS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("job_ids must have at most %d elements",
+						DISTLOCK_MAX_CLAIM_JOBS)));
+	return ids;
+}
+
+/*
  * complete_batch(job_ids bigint[], session_id uuid, result jsonb DEFAULT
  *				  NULL) RETURNS SETOF bigint
  *
@@ -858,64 +977,113 @@ distlock_complete_batch(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	DistlockCall call;
-	ArrayType  *ids;
-	Datum		values[4];
-	char		nulls[4] = "    ";
-	int			nids;
-	uint64		n = 0;
-
-	dl_arg_not_null(fcinfo, 0, "job_ids");
-	dl_arg_not_null(fcinfo, 1, "session_id");
-	ids = PG_GETARG_ARRAYTYPE_P(0);
-	nids = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
-	if (array_contains_nulls(ids))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("job_ids cannot contain nulls")));
-	if (nids > DISTLOCK_MAX_CLAIM_JOBS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("job_ids must have at most %d elements",
-						DISTLOCK_MAX_CLAIM_JOBS)));
-	values[0] = PointerGetDatum(ids);
-	values[1] = PG_GETARG_DATUM(1);
+	ArrayType  *ids = queue_batch_arg(fcinfo);
+	BatchAck	ack = {0};
 
 	/* a set of bigint: the caller's descriptor of one column */
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	ack.ids = rsinfo->setResult;
+	ack.desc = rsinfo->setDesc;
 
 	dl_enter(&call, "distlock.complete_batch()", true);
 	if (!PG_ARGISNULL(2))
 		dl_limit_size(PG_GETARG_DATUM(2), "result", call.caller);
-	if (dl_session_acting(&call, values[1]) && nids > 0)
-	{
-		values[2] = TimestampTzGetDatum(GetCurrentTimestamp());
-		values[3] = PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2);
-		nulls[3] = PG_ARGISNULL(2) ? 'n' : ' ';
-		if (!queue_complete_batch_direct(rsinfo, ids, values[1], values[3],
-										 nulls[3] == 'n',
-										 DatumGetTimestampTz(values[2]), &n))
-		{
-			n = dl_exec(&complete_batch_held_stmt, values, nulls, 0);
-			for (uint64 i = 0; i < n; i++)
-			{
-				bool		isnull = false;
-				Datum		id = dl_getattr(i, 1, &isnull);
-
-				tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, &id,
-									 &isnull);
-			}
-		}
-	}
+	if (dl_session_acting(&call, PG_GETARG_DATUM(1)) &&
+		ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)) > 0)
+		queue_complete_batch(&ack, ids, PG_GETARG_DATUM(1),
+							 (NullableDatum) {PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2),
+							 PG_ARGISNULL(2)});
 	/* fewer than asked for: an id that is no job (of ours) is an error */
-	if (n < (uint64) nids)
+	queue_batch_check(&call, ids, ack.n);
+	dl_leave(&call);
+
+	return (Datum) 0;
+}
+
+/*
+ * complete_batch_and_claim(job_ids bigint[], session_id uuid, result jsonb
+ *							DEFAULT NULL, max_jobs integer DEFAULT NULL)
+ *		RETURNS SETOF distlock.jobs
+ *
+ * A batch worker's loop in one call: acknowledge every job of job_ids as
+ * complete_batch() does, then claim up to max_jobs (NULL: as many as were
+ * acknowledged) due jobs of their queue as claim() does, in one
+ * transaction.  The batch is acknowledged whole or the call fails: a job
+ * not acknowledged raises 55000 (42704 if it is no job the caller may
+ * see), so that whatever the worker wrote for the batch in the same
+ * transaction rolls back with it and nothing is claimed; jobs of more than
+ * one queue raise 22023, for there would be no one queue to claim from.  A
+ * session that is not live raises 42704 or 55000, as in claim().
+ */
+Datum
+distlock_complete_batch_and_claim(PG_FUNCTION_ARGS)
+{
+	DistlockCall call;
+	ArrayType  *ids = queue_batch_arg(fcinfo);
+	int			nids = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
+	int32		max_jobs = 0;
+	BatchAck	ack = {0};
+	TimestampTz expires;
+	bool		reap;
+	Datum	   *elems;
+	int			ndistinct;
+
+	if (nids == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("job_ids must not be empty"),
+				 errhint("Claim the first batch with claim().")));
+	if (!PG_ARGISNULL(3))
+		max_jobs = dl_arg_int_range(fcinfo, 3, "max_jobs", 1,
+									DISTLOCK_MAX_CLAIM_JOBS);
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	dl_enter(&call, "distlock.complete_batch_and_claim()", true);
+	if (!PG_ARGISNULL(2))
+		dl_limit_size(PG_GETARG_DATUM(2), "result", call.caller);
+	reap = dl_session_use(&call, PG_GETARG_DATUM(1), &expires);
+	ack.want_queue = true;
+	queue_complete_batch(&ack, ids, PG_GETARG_DATUM(1),
+						 (NullableDatum) {PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2),
+						 PG_ARGISNULL(2)});
+
+	/* every job of the batch, each once */
+	deconstruct_array(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &elems, NULL, &nids);
+	qsort(elems, nids, sizeof(Datum), queue_cmp_id);
+	ndistinct = 0;
+	for (int i = 0; i < nids; i++)
+		if (i == 0 || DatumGetInt64(elems[i]) != DatumGetInt64(elems[i - 1]))
+			ndistinct++;
+	if (ack.n < (uint64) ndistinct)
 	{
-		values[1] = ObjectIdGetDatum(call.caller);
-		if (dl_exec(&missing_job_stmt, values, NULL, 1) == 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("job " INT64_FORMAT " does not exist",
-							dl_getint64(0, 1))));
+		queue_batch_check(&call, ids, 0);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg_plural("%d job of the batch is not running for session \"%s\"",
+							   "%d jobs of the batch are not running for session \"%s\"",
+							   ndistinct - (int) ack.n, ndistinct - (int) ack.n,
+							   DatumGetCString(DirectFunctionCall1(uuid_out,
+																   PG_GETARG_DATUM(1)))),
+				 errdetail("They were completed, failed or cancelled, or handed back to the queue after their session expired or closed."),
+				 errhint("Roll back what was done for the batch: its acknowledgement was refused.")));
 	}
+	if (ack.mixed)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the jobs of the batch are of more than one queue"),
+				 errhint("Acknowledge them with complete_batch(), and claim from each queue with claim().")));
+
+	/*
+	 * The claim privilege may have been revoked since the jobs were claimed:
+	 * the acknowledgement stands, and nothing more is claimed.
+	 */
+	if (dl_queue_allowed(&call, ack.owner, PointerGetDatum(ack.queue),
+						 DL_QUEUE_CLAIM))
+		queue_claim(&call, fcinfo, ack.owner, PointerGetDatum(ack.queue),
+					PG_GETARG_DATUM(1), max_jobs > 0 ? max_jobs : (int32) ack.n,
+					expires, reap);
 	dl_leave(&call);
 
 	return (Datum) 0;

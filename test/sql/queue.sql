@@ -196,3 +196,51 @@ SELECT count(*) FROM distlock.complete_batch(:'b2'::bigint[], :'w8');
 SELECT count(*) FROM distlock.complete_batch(:'b2'::bigint[], :'w9');
 SELECT distlock.session_close(:'w9');
 
+-- complete_batch_and_claim: a batch acknowledged whole, and the next one
+-- claimed from its queue, in one call and one transaction
+CREATE TABLE batch_effects (job bigint);
+SELECT distlock.session_open('1 minute', 'batch loop') AS w10 \gset
+SELECT distlock.session_open('1 minute', 'batch loop other') AS w11 \gset
+SELECT count(distlock.enqueue('bloop', jsonb_build_object('n', n)))
+  FROM generate_series(1, 7) n;
+SELECT array_agg(id ORDER BY id) AS c2 FROM distlock.claim('bloop', :'w10', 2) \gset
+SELECT array_agg(id ORDER BY id) AS o1 FROM distlock.claim('bloop', :'w11', 1) \gset
+-- accepted: the effects commit, as many are claimed as were acknowledged
+-- (a duplicate counts once), and they are the next in claim order
+BEGIN;
+INSERT INTO batch_effects SELECT unnest(:'c2'::bigint[]);
+SELECT array_agg(id ORDER BY id) AS c2b, count(*) AS claimed, min(status::text) AS status,
+	   min(id) > (SELECT max(x) FROM unnest(:'o1'::bigint[]) x) AS next_in_order
+  FROM distlock.complete_batch_and_claim(:'c2'::bigint[] || (:'c2'::bigint[])[1:1], :'w10', '{"ok": 1}') \gset
+COMMIT;
+SELECT :claimed AS claimed, :'status' AS status, :'next_in_order' AS next_in_order;
+SELECT count(*) FROM batch_effects;
+SELECT status, result, count(*) FROM distlock.jobs WHERE id = ANY (:'c2') GROUP BY 1, 2;
+-- max_jobs
+SELECT count(*) AS claimed_3 FROM distlock.complete_batch_and_claim(:'c2b'::bigint[], :'w10', max_jobs => 3);
+-- refused: one job of the batch is another session's: 55000, and the
+-- worker's effects and the other acknowledgements roll back with it
+SELECT array_agg(id ORDER BY id) AS c1 FROM distlock.jobs
+ WHERE queue = 'bloop' AND status = 'running' AND session_id = :'w10' \gset
+BEGIN;
+INSERT INTO batch_effects SELECT unnest(:'c1'::bigint[]);
+\set VERBOSITY sqlstate
+SELECT count(*) FROM distlock.complete_batch_and_claim(:'c1'::bigint[] || :'o1'::bigint[], :'w10');
+\set VERBOSITY default
+COMMIT;
+SELECT count(*) FROM batch_effects;
+SELECT count(*) AS running_still FROM distlock.jobs WHERE id = ANY (:'c1') AND status = 'running';
+SELECT attempt(format('distlock.complete_batch_and_claim(%L, %L)', :'c1'::bigint[] || :'o1'::bigint[], :'w10'));
+-- an id that is no job: 42704; no ids: 22023; jobs of two queues: 22023
+SELECT attempt(format('distlock.complete_batch_and_claim(%L, %L)', :'c1'::bigint[] || 9999999::bigint, :'w10'));
+SELECT attempt(format('distlock.complete_batch_and_claim(%L, %L)', '{}', :'w10'));
+SELECT distlock.enqueue('bloop2', '{}') AS q2 \gset
+SELECT count(*) FROM distlock.claim('bloop2', :'w10');
+SELECT attempt(format('distlock.complete_batch_and_claim(%L, %L)', :'c1'::bigint[] || :q2::bigint, :'w10'));
+SELECT count(*) AS running_still FROM distlock.jobs WHERE (id = ANY (:'c1') OR id = :q2) AND status = 'running';
+-- a session that is not live: 42704 once closed
+SELECT distlock.session_close(:'w10');
+SELECT attempt(format('distlock.complete_batch_and_claim(%L, %L)', :'c1', :'w10'));
+SELECT distlock.session_close(:'w11');
+DROP TABLE batch_effects;
+

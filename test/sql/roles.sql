@@ -58,6 +58,7 @@ SELECT call, attempt(bind(call)) AS outcome FROM (VALUES
 	('distlock.complete(<ja>, <sa>)'),
 	('distlock.complete_and_claim(<ja>, <sa>)'),
 	('distlock.complete_batch(ARRAY[<ja>], <sa>)'),
+	('distlock.complete_batch_and_claim(ARRAY[<ja>], <sa>)'),
 	('distlock.fail(<ja>, <sa>)'),
 	('distlock.cancel(<ja>)'),
 	('distlock.cancel(<ja2>)'),
@@ -67,6 +68,8 @@ SELECT call, attempt(bind(call)) AS outcome FROM (VALUES
 	('count(*) FROM distlock.locks'),
 	('count(*) FROM distlock.sessions')
 ) v(call);
+-- through b's own session, a's job is no job
+SELECT attempt(format('distlock.complete_batch_and_claim(ARRAY[%s], %L)', :ja, :'sb')) AS a_job_in_b_batch;
 -- a's owner string does not let b re-enter a's lease, nor renew or
 -- release it: another role's lease is another owner's
 SELECT distlock.try_acquire('a-lock', 'a-owner') IS NULL AS refused;
