@@ -961,6 +961,17 @@ queue_batch_arg(FunctionCallInfo fcinfo)
 	return ids;
 }
 
+/* The result argument (the third) of a batch's acknowledgement. */
+static NullableDatum
+queue_result_arg(FunctionCallInfo fcinfo)
+{
+	NullableDatum result;
+
+	result.isnull = PG_ARGISNULL(2);
+	result.value = result.isnull ? (Datum) 0 : PG_GETARG_DATUM(2);
+	return result;
+}
+
 /*
  * complete_batch(job_ids bigint[], session_id uuid, result jsonb DEFAULT
  *				  NULL) RETURNS SETOF bigint
@@ -991,8 +1002,7 @@ distlock_complete_batch(PG_FUNCTION_ARGS)
 	if (dl_session_acting(&call, PG_GETARG_DATUM(1)) &&
 		ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)) > 0)
 		queue_complete_batch(&ack, ids, PG_GETARG_DATUM(1),
-							 (NullableDatum) {PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2),
-							 PG_ARGISNULL(2)});
+							 queue_result_arg(fcinfo));
 	/* fewer than asked for: an id that is no job (of ours) is an error */
 	queue_batch_check(&call, ids, ack.n);
 	dl_leave(&call);
@@ -1044,9 +1054,7 @@ distlock_complete_batch_and_claim(PG_FUNCTION_ARGS)
 		dl_limit_size(PG_GETARG_DATUM(2), "result", call.caller);
 	reap = dl_session_use(&call, PG_GETARG_DATUM(1), &expires);
 	ack.want_queue = true;
-	queue_complete_batch(&ack, ids, PG_GETARG_DATUM(1),
-						 (NullableDatum) {PG_ARGISNULL(2) ? (Datum) 0 : PG_GETARG_DATUM(2),
-						 PG_ARGISNULL(2)});
+	queue_complete_batch(&ack, ids, PG_GETARG_DATUM(1), queue_result_arg(fcinfo));
 
 	/* every job of the batch, each once */
 	deconstruct_array(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
@@ -1066,7 +1074,9 @@ distlock_complete_batch_and_claim(PG_FUNCTION_ARGS)
 							   ndistinct - (int) ack.n, ndistinct - (int) ack.n,
 							   DatumGetCString(DirectFunctionCall1(uuid_out,
 																   PG_GETARG_DATUM(1)))),
-				 errdetail("They were completed, failed or cancelled, or handed back to the queue after their session expired or closed."),
+				 errdetail_plural("It was completed, failed or cancelled, or handed back to the queue after its session expired or closed.",
+								  "They were completed, failed or cancelled, or handed back to the queue after their session expired or closed.",
+								  ndistinct - (int) ack.n),
 				 errhint("Roll back what was done for the batch: its acknowledgement was refused.")));
 	}
 	if (ack.mixed)

@@ -83,7 +83,12 @@ An acknowledgement is complete(job, sid) ("ack": true or false) or one
 complete_batch(jobs, sid) ("ack_batch": the ids it returned, each once and
 in ascending order): each id returned is that job acknowledged by that
 session in that transaction, under the same rules as a true "ack"; each id
-asked and not returned is a refusal, as a false one.
+asked and not returned is a refusal, as a false one.  One
+complete_batch_and_claim(jobs, sid) ("ack_batch_claim") that answered
+acknowledged every job asked, each once, in its transaction, and claimed
+the jobs it returned for that session, as a claim that returned them; one
+that raised (55000, 42704) acknowledged and claimed nothing, and must not
+have committed.
   Q2  every accepted acknowledgement came from the job's claiming session
       while that session may have been live: within what the server had
       promised it (session_open() until expires_at, each true heartbeat
@@ -93,6 +98,8 @@ asked and not returned is a refusal, as a false one.
   Q3  no job lost: every enqueued job is completed at the end
   Q4  acknowledgements from expired sessions were refused (counted; the
       fault floors require some)
+  Q5  no job handed to two live sessions: no claim took a job running for
+      another session while that session was surely live
   S1  no session died before its promise: no reap (reap(), a claim's reap
       in passing: any deletion of its row but its own session_close())
       came before the latest promise the session had been given when the
@@ -110,7 +117,7 @@ import os
 import re
 import sys
 
-INVARIANTS = ["L1", "L2", "L3", "L4", "L5", "L6", "Q1", "Q2", "Q3", "S1"]
+INVARIANTS = ["L1", "L2", "L3", "L4", "L5", "L6", "Q1", "Q2", "Q3", "Q5", "S1"]
 EXAMPLES = 3            # counterexamples printed per invariant
 
 
@@ -348,12 +355,24 @@ def merge_ops(raw):
 
 def acked_jobs(op):
     """The jobs an acknowledgement op that answered says it acknowledged:
-    complete()'s job if it said true, the ids complete_batch() returned."""
+    complete()'s job if it said true, the ids complete_batch() returned,
+    every id complete_batch_and_claim() was asked if it answered at all
+    (it raises rather than leave one out)."""
     if op["op"] == "ack":
         return [op["job"]] if op.get("r") else []
     if op["op"] == "ack_batch":
         return list(op.get("r") or [])
+    if op["op"] == "ack_batch_claim":
+        return sorted(set(op.get("jobs") or [])) if op.get("r") is not None else []
     return []
+
+
+def claimed_rows(jobs):
+    """The changes of jobs rows that claimed a job: left it running for a
+    session it was not running for."""
+    return [a for a in jobs if a["op"] == "U" and a["new"]["status"] == "running"
+            and (a["old"]["status"] != "running"
+                 or a["old"].get("session") != a["new"].get("session"))]
 
 
 def changed(op):
@@ -898,12 +917,24 @@ class Check:
                 completions[new["id"]].append(a)
             if new["status"] == "running" and old["status"] == "pending":
                 claims[new["id"]] += 1
+            # Q5: a claim never takes a job from a session that held it and
+            # was surely live (a job handed back by a reap went through
+            # pending, and an early reap is S1's)
+            if new["status"] == "running" and old["status"] == "running" \
+                    and old.get("session") != new.get("session") \
+                    and old.get("session") is not None \
+                    and self.live_in(old["session"], new.get("claimed") or a["at"],
+                                     new.get("claimed") or a["at"], sure=True):
+                self.flag("Q5", "job %s claimed by session %s at %s while running for"
+                          " session %s, live then (live %s; xid %s)"
+                          % (new["id"], new.get("session"), new.get("claimed"),
+                             old["session"], self.sess_sure.get(old["session"]), a["xid"]))
         effects = collections.defaultdict(list)
         for e in self.h["effects"]:
             effects[e["job"]].append(e)
         jobs = {j["id"]: j for j in self.h["jobs"]}
         all_ids = set(jobs) | enqueued | set(completions) | set(effects)
-        if not all_ids and not any(o["op"] in ("ack", "ack_batch", "claim")
+        if not all_ids and not any(o["op"] in ("ack", "ack_batch", "ack_batch_claim", "claim")
                                    for o in self.ops):
             return False
 
@@ -945,12 +976,29 @@ class Check:
         # id asked (acknowledged if returned, refused if not)
         zombie = refused_other = acks_ok = 0
         batches = collections.Counter()
+        bclaims = collections.Counter()
         for op in self.ops:
             if op["op"] == "ack_batch":
                 batches[op["outcome"]] += 1
-            if op["op"] not in ("ack", "ack_batch") or op["outcome"] != "ok":
+            if op["op"] == "ack_batch_claim":
+                bclaims[op["outcome"]] += 1
+                if op["outcome"] == "fail" and op.get("err") in ("55000", "42704"):
+                    # a refusal of the whole batch, one answer per id
+                    bclaims["refused"] += 1
+                    n = len(set(op.get("jobs") or []))
+                    if op.get("t0") is not None and \
+                            not self.live_in(op.get("sid"), op["t0"], op["t0"]):
+                        zombie += n
+                    else:
+                        refused_other += n
+                    continue
+            if op["op"] not in ("ack", "ack_batch", "ack_batch_claim") or op["outcome"] != "ok":
                 continue
-            if op["op"] == "ack":
+            if op["op"] == "ack_batch_claim":
+                answers = [True] * len(acked_jobs(op))
+                bclaims["acked"] += len(answers)
+                bclaims["claimed"] += len(op.get("r") or [])
+            elif op["op"] == "ack":
                 answers = [bool(op.get("r"))]
             else:
                 got = set(op.get("r") or [])
@@ -969,6 +1017,14 @@ class Check:
         batches["completions"] = sum(
             1 for cs in completions.values() for c in cs
             if (self.op_of(c) or {}).get("op") == "ack_batch")
+        # the calls of complete_batch_and_claim() that committed, and their
+        # completions, as the WAL has them
+        bclaims["completions"] = sum(
+            1 for cs in completions.values() for c in cs
+            if (self.op_of(c) or {}).get("op") == "ack_batch_claim")
+        bclaims["committed"] = sum(
+            1 for op in self.ops if op["op"] == "ack_batch_claim"
+            and op["outcome"] in ("ok", "info") and self.committed.get(id(op)))
         self.fig["jobs"] = len(all_ids)
         self.fig["completed"] = sum(1 for j in jobs.values() if j["status"] == "completed")
         self.fig["claims"] = sum(claims.values())
@@ -978,6 +1034,7 @@ class Check:
         self.fig["acks_refused_other"] = refused_other
         self.fig["acks_committed_after_expiry"] = late
         self.fig["batches"] = batches
+        self.fig["batch_claims"] = bclaims
         self.fig["effects"] = sum(len(v) for v in effects.values())
         return True
 
@@ -1093,12 +1150,20 @@ class Check:
                     missing("completed job %s and its effect" % jid)
             for jid in sorted((done | did) - set(got)):
                 extra("job %s, which it did not return" % jid)
+        elif kind == "ack_batch_claim":
+            # every id asked acknowledged, each with its effect, and no
+            # other; then the jobs it returned claimed, as by a claim
+            asked = set(op.get("jobs") or [])
+            done = {a["new"]["id"] for a in jobs if a["new"]["status"] == "completed"}
+            did = collections.Counter(e["job"] for e in effects)
+            for jid in sorted(asked):
+                if jid not in done or jid not in did:
+                    missing("completed job %s and its effect" % jid)
+            for jid in sorted((done | set(did)) - asked):
+                extra("job %s, which it was not asked" % jid)
+            self.expect_claims(op, jobs)
         elif kind == "claim":
-            got = sorted(a["new"]["id"] for a in jobs if a["new"]["status"] == "running"
-                         and a["old"]["status"] == "pending")
-            if sorted(r or []) != got:
-                self.flag("L6", "claim by %s returned jobs %s but claimed %s (xid %s)"
-                          % (who, r, got, op.get("xid")))
+            self.expect_claims(op, jobs)
         elif kind == "heartbeat":
             # A true heartbeat promised its session life until t + ttl, t
             # its clock in [t0, t1] (the server's clock, as t0 and t1 are).
@@ -1134,6 +1199,22 @@ class Check:
         elif kind == "open":
             if not any(a["op"] == "I" and a["new"]["id"] == r for a in sess):
                 missing("session")
+
+    def expect_claims(self, op, jobs):
+        """A claim's answer (a claim, or the claim of a
+        complete_batch_and_claim) names the jobs its transaction claimed,
+        each once, and they were claimed for its session."""
+        r = op.get("r")
+        rows = claimed_rows(jobs)
+        got = sorted(a["new"]["id"] for a in rows)
+        if sorted(r or []) != got or len(set(r or [])) != len(r or []):
+            self.flag("L6", "%s by %s returned jobs %s but claimed %s (xid %s)"
+                      % (op["op"], op.get("owner") or op["c"], r, got, op.get("xid")))
+        other = sorted(a["new"]["id"] for a in rows if op.get("sid") is not None
+                       and a["new"].get("session") != op["sid"])
+        if other:
+            self.flag("L6", "%s by session %s claimed jobs %s for another session (xid %s)"
+                      % (op["op"], op.get("sid"), other, op.get("xid")))
 
     # -- fault floors -----------------------------------------------------------
 
@@ -1173,7 +1254,8 @@ class Check:
                    + self.fig.get("non_holder_refused", 0),
                    zombie_acks=self.fig.get("zombie_acks_refused", 0),
                    redeliveries=self.fig.get("redeliveries", 0),
-                   batch_acks=self.fig.get("batches", {}).get("completions", 0))
+                   batch_acks=self.fig.get("batches", {}).get("completions", 0),
+                   batch_claims=self.fig.get("batch_claims", {}).get("committed", 0))
         self.fig["faults"] = {k: got[k] for k in ("term", "term_seen", "kill", "pause",
                                                    "pause_outlived", "zombie_takeovers",
                                                    "restart", "crash")}
@@ -1262,6 +1344,14 @@ def report(path):
                   " acknowledged; %d completions in the WAL by complete_batch"
                   % (b["ok"] + b["fail"] + b["info"], b["ok"], b["fail"], b["info"],
                      b["asked"], b["acked"], b["completions"]))
+        b = f["batch_claims"]
+        if b:
+            print("# batches acknowledged and the next claimed (complete_batch_and_claim):"
+                  " %d calls (ok %d, definite failures %d of which %d refusals, unknown %d),"
+                  " %d committed; %d ids acknowledged and %d jobs claimed in the answered"
+                  " ones; %d completions in the WAL by complete_batch_and_claim"
+                  % (b["ok"] + b["fail"] + b["info"], b["ok"], b["fail"], b["refused"],
+                     b["info"], b["committed"], b["acked"], b["claimed"], b["completions"]))
     print("# faults: %s" % ", ".join("%s %d" % kv for kv in f["faults"].items()))
     print("# client errors: %s" % ", ".join("%s %d" % kv for kv in
                                            sorted(f["client_errors"].items())))
@@ -1301,6 +1391,7 @@ def report(path):
     verdict("Q1", "every job completed exactly once, one effect each", q)
     verdict("Q2", "no acknowledgement accepted from an expired or foreign session", q)
     verdict("Q3", "no job lost (%d of %d completed)" % (f.get("completed", 0), f.get("jobs", 0)), q)
+    verdict("Q5", "no job claimed from a live session that held it", q)
     verdict("S1", "no session reaped before its promise ran out (%d reaps)" % f.get("reaps", 0),
             q or bool(f.get("reaps")))
 
@@ -1511,7 +1602,7 @@ def failover_report(h, ck, line):
                 held.pop(jid, None)
         elif jid in held and jid not in back:
             op = ck.op_of(a)
-            if op is not None and op["op"] in ("ack", "ack_batch", "fail") \
+            if op is not None and op["op"] in ("ack", "ack_batch", "ack_batch_claim", "fail") \
                     and op.get("sid") == held[jid]:
                 back[jid] = None
             elif a["new"]["status"] == "running":
@@ -1637,8 +1728,8 @@ SQL_PATH = [
         r"^UPDATE distlock\.jobs SET status = \$\d+(::[\w.]+)?, finished_at = \$3,"
         r" result = \$4 WHERE id = \$1 ")),
     ("complete_batch_held_stmt", re.compile(
-        r"^UPDATE distlock\.jobs SET status = \$\d+(::[\w.]+)?, finished_at = \$3,"
-        r" result = \$4 WHERE id = ANY \(\$1\) ")),
+        r"^WITH done AS \( ?UPDATE distlock\.jobs SET status = \$\d+(::[\w.]+)?,"
+        r" finished_at = \$3, result = \$4 WHERE id = ANY \(\$1\) ")),
 ]
 
 
@@ -1731,6 +1822,12 @@ def which_path(h, ck):
         bad.append("the SQL path ran")
     if want == "sql" and not (claim and ack):
         bad.append("the SQL path did not run")
+    # every batch acknowledgement is one of these statements on the SQL
+    # path: none counted means the pattern no longer matches the statement,
+    # and the production path's zero would prove nothing for batches
+    if want == "sql" and (f.get("batches") or {}).get("completions") \
+            and not calls["complete_batch_held_stmt"]:
+        bad.append("no batch acknowledgement statement was counted")
     head = ("production path: claims and acknowledgements worked on the table directly"
             if want == "direct" else
             "SQL path: claims and acknowledgements ran as SQL statements")

@@ -12,7 +12,8 @@ objects (setup.sql, nothing on distlock's tables), creates the logical
 replication slot "fault" (test_decoding) before the first row is written,
 starts lock clients and queue workers as separate processes (the workers
 acknowledge each job with complete(), or, for a third of their claims, the
-claim's jobs together with one complete_batch()), injects faults
+claim's jobs together with one complete_batch(), or with one
+complete_batch_and_claim() that claims their next jobs too), injects faults
 while they run (pg_terminate_backend of client backends, SIGSTOP of lease
 holders and job holders beyond their ttl then SIGCONT, SIGKILL of clients,
 immediate-stop restarts of the server, SIGKILL of a backend), stops them,
@@ -171,6 +172,7 @@ HEARTBEAT_S = 0.25              # heartbeat interval
 REAP_S = 0.5                    # harness reaper interval
 WORK_MS = (0, 10)               # a job's work
 BATCH_SHARE = 1 / 3             # claims acknowledged with one complete_batch()
+BATCH_CLAIM_SHARE = 1 / 3       # of those batches: complete_batch_and_claim()
 PAUSE_JOB_S = 2.0               # SIGSTOP of a worker: > SESSION_TTL_S
 DRAIN_S = 30                    # the queue drains this soon after the faults
 
@@ -419,7 +421,10 @@ def run_locker(a):
 # (or, 2% of the time, fail() it for a retry).  For a third of the claims
 # (BATCH_SHARE) the jobs not failed are acknowledged together once all are
 # worked on: one complete_batch() in a transaction that inserts one effect
-# per id it returned.  Connections come and go;
+# per id it returned; a third of those batches (BATCH_CLAIM_SHARE) go
+# through one complete_batch_and_claim() instead, which acknowledges them
+# all or raises, with one effect per id, and whose claimed jobs are the
+# worker's next jobs, worked on without a claim.  Connections come and go;
 # the session stays, unless the heartbeat answers false or a claim's outcome
 # is unknown: then the worker opens a new session, and the old one's jobs
 # come back when it expires.
@@ -465,10 +470,43 @@ def run_worker(a):
         if r["outcome"] != "ok":
             lost.set()
 
+    def ack_batch_claim(batch):
+        """Acknowledge the jobs of batch with one complete_batch_and_claim(),
+        insert one effect per id (it acknowledged every one, or raised), and
+        return the jobs it claimed (at most as many), ours now.  A
+        refusal (55000: a job of the batch no longer ours; 42704: the
+        session gone) rolled the whole transaction back, effects included:
+        nothing of the batch is ours any more, as after a complete() that
+        said false, and nothing was claimed.  A definite failure is tried
+        once more with the same ids (nothing committed); an unknown outcome
+        is not: if it committed, the jobs it claimed stay the session's
+        while it lives, so the session is given up, as after a claim's."""
+        def effects(conn, _):
+            conn.execute("INSERT INTO fault.effects (job_id, session_id, worker)"
+                         " SELECT j, %s::uuid, %s FROM unnest(%s::bigint[]) j",
+                         (sid, owner, batch))
+            return dict(effects=len(batch))
+        for _ in range(2):
+            r = cl.op("ack_batch_claim",
+                      HEAD + "(SELECT coalesce(array_agg(id ORDER BY id), '{}')"
+                      " FROM distlock.complete_batch_and_claim(%s::bigint[], %s))" + TAIL,
+                      (batch, sid), dict(sid=sid, jobs=batch), post=effects)
+            if r["outcome"] != "fail" or r.get("err") in ("55000", "42704") \
+                    or not alive():
+                break
+        if r["outcome"] == "ok":
+            return r["r"]
+        if r.get("err") not in ("55000", "42704"):
+            lost.set()
+        return []
+
+    # jobs that complete_batch_and_claim() claimed, worked on next
+    held = []
     sid, lost, hb_thread = None, threading.Event(), None
     while alive():
         if sid is None or lost.is_set():
             lost.set()
+            held = []           # the old session's: back when it expires
             if hb_thread is not None:
                 hb_thread.join(timeout=5)
             r = cl.op("open", HEAD + "distlock.session_open(%s, %s)::text" + TAIL,
@@ -482,23 +520,26 @@ def run_worker(a):
             hb_thread = threading.Thread(target=heartbeat_loop, args=(sid, lost),
                                          daemon=True)
             hb_thread.start()
-        n = rng.randint(1, 10)
-        r = cl.op("claim",
-                  HEAD + "(SELECT coalesce(array_agg(id ORDER BY id), '{}')"
-                  " FROM distlock.claim(%s, %s, %s))" + TAIL,
-                  (QUEUE, sid, n), dict(sid=sid, n=n))
-        if r["outcome"] == "info" or r.get("err") in ("55000", "42704"):
-            # jobs claimed in a transaction of unknown outcome would stay
-            # ours while the session lives: give it up, they come back
-            lost.set()
-            continue
-        if r["outcome"] != "ok":
-            time.sleep(0.05)    # nothing claimed; the session is still ours
-            continue
-        jobs = r["r"]
-        if not jobs:
-            time.sleep(0.05)
-            continue
+        if held:
+            jobs, held = held, []
+        else:
+            n = rng.randint(1, 10)
+            r = cl.op("claim",
+                      HEAD + "(SELECT coalesce(array_agg(id ORDER BY id), '{}')"
+                      " FROM distlock.claim(%s, %s, %s))" + TAIL,
+                      (QUEUE, sid, n), dict(sid=sid, n=n))
+            if r["outcome"] == "info" or r.get("err") in ("55000", "42704"):
+                # jobs claimed in a transaction of unknown outcome would stay
+                # ours while the session lives: give it up, they come back
+                lost.set()
+                continue
+            if r["outcome"] != "ok":
+                time.sleep(0.05)    # nothing claimed; the session is still ours
+                continue
+            jobs = r["r"]
+            if not jobs:
+                time.sleep(0.05)
+                continue
         batch = [] if rng.random() < BATCH_SHARE else None
         for job in jobs:
             time.sleep(rng.uniform(*WORK_MS) / 1000)
@@ -533,7 +574,10 @@ def run_worker(a):
                 break
         else:
             if batch and alive():
-                ack_batch(batch)
+                if rng.random() < BATCH_CLAIM_SHARE:
+                    held = ack_batch_claim(batch)
+                else:
+                    ack_batch(batch)
     lost.set()
     if sid is not None and stop.is_set():
         cl.op("close", HEAD + "distlock.session_close(%s)" + TAIL, (sid,),
@@ -644,11 +688,14 @@ class Orchestrator:
                          mode=self.mode, seed=a.seed, pool=self.pool, params=self.p,
                          floors=dict(self.p.get("floors", {})),
                          lock_ttl_ms=LOCK_TTL_MS, session_ttl_s=SESSION_TTL_S,
-                         batch_share=BATCH_SHARE)
+                         batch_share=BATCH_SHARE, batch_claim_share=BATCH_CLAIM_SHARE)
         if self.p.get("workers"):
             # complete_batch() must have carried a fair share of the jobs
             # (a third of the claims go through it)
             self.meta["floors"]["batch_acks"] = max(1, self.p["jobs"] // 10)
+            # and complete_batch_and_claim() a third of the batches: calls
+            # that committed, some 2% of the jobs in the gate runs, half that
+            self.meta["floors"]["batch_claims"] = max(1, self.p["jobs"] // 100)
 
     # -- bookkeeping ---------------------------------------------------------
 

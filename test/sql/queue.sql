@@ -202,7 +202,7 @@ CREATE TABLE batch_effects (job bigint);
 SELECT distlock.session_open('1 minute', 'batch loop') AS w10 \gset
 SELECT distlock.session_open('1 minute', 'batch loop other') AS w11 \gset
 SELECT count(distlock.enqueue('bloop', jsonb_build_object('n', n)))
-  FROM generate_series(1, 7) n;
+  FROM generate_series(1, 10) n;
 SELECT array_agg(id ORDER BY id) AS c2 FROM distlock.claim('bloop', :'w10', 2) \gset
 SELECT array_agg(id ORDER BY id) AS o1 FROM distlock.claim('bloop', :'w11', 1) \gset
 -- accepted: the effects commit, as many are claimed as were acknowledged
@@ -237,6 +237,8 @@ SELECT attempt(format('distlock.complete_batch_and_claim(%L, %L)', '{}', :'w10')
 SELECT distlock.enqueue('bloop2', '{}') AS q2 \gset
 SELECT count(*) FROM distlock.claim('bloop2', :'w10');
 SELECT attempt(format('distlock.complete_batch_and_claim(%L, %L)', :'c1'::bigint[] || :q2::bigint, :'w10'));
+-- a refused job of the batch is reported before the second queue
+SELECT attempt(format('distlock.complete_batch_and_claim(%L, %L)', :'c1'::bigint[] || :'o1'::bigint[] || :q2::bigint, :'w10'));
 SELECT count(*) AS running_still FROM distlock.jobs WHERE (id = ANY (:'c1') OR id = :q2) AND status = 'running';
 -- a session that is not live: 42704 once closed
 SELECT distlock.session_close(:'w10');
