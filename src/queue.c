@@ -615,16 +615,39 @@ queue_cmp_id(const void *a, const void *b)
 }
 
 /*
- * What a batch's acknowledgement gives back: the ids acknowledged, in
- * ascending order, to ids if it is not NULL (a tuplestore of one bigint
- * column, desc), and their number; and, if want_queue, the queue of the
- * first job acknowledged, with mixed set once a job of another is.
+ * The ids of a batch in ascending order, each once, to *elems (palloc'd);
+ * returns their number.
+ */
+static int
+queue_batch_ids(ArrayType *ids, Datum **elems)
+{
+	Datum	   *e;
+	int			nelems;
+	int			n = 0;
+
+	deconstruct_array(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &e, NULL, &nelems);
+	qsort(e, nelems, sizeof(Datum), queue_cmp_id);
+	for (int i = 0; i < nelems; i++)
+		if (n == 0 || DatumGetInt64(e[i]) != DatumGetInt64(e[n - 1]))
+			e[n++] = e[i];
+	*elems = e;
+	return n;
+}
+
+/*
+ * What a batch's acknowledgement gives back: the number of distinct ids
+ * asked for; the ids acknowledged, in ascending order, to ids if it is not
+ * NULL (a tuplestore of one bigint column, desc), and their number; and,
+ * if want_queue, the queue of the first job acknowledged, with mixed set
+ * once a job of another is.
  */
 typedef struct BatchAck
 {
 	Tuplestorestate *ids;
 	TupleDesc	desc;
 	bool		want_queue;
+	int			asked;
 	uint64		n;
 	text	   *queue;
 	Oid			owner;
@@ -655,31 +678,25 @@ queue_ack_note(BatchAck *ack, Datum id, text *queue, Oid owner)
 
 /*
  * The direct path of a batch's acknowledgement: queue_complete_one() for
- * each of ids, in ascending order and each once, the order of the SQL
- * path's answer, noted in ack.  Returns false, doing nothing, where the
- * direct paths do not apply.
+ * each of the n ids of elems, in ascending order and each once (the order
+ * of the SQL path's answer), noted in ack.  Returns false, doing nothing,
+ * where the direct paths do not apply.
  */
 static bool
-queue_complete_batch_direct(BatchAck *ack, ArrayType *ids, Datum session_id,
-							Datum result, bool result_isnull, TimestampTz now)
+queue_complete_batch_direct(BatchAck *ack, Datum *elems, int n,
+							Datum session_id, Datum result, bool result_isnull,
+							TimestampTz now)
 {
 	JobsTable	jt;
 	Relation	idx;
-	Datum	   *elems;
-	int			nelems;
 
 	if (!queue_ack_open(&jt, &idx))
 		return false;
-	deconstruct_array(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
-					  TYPALIGN_DOUBLE, &elems, NULL, &nelems);
-	qsort(elems, nelems, sizeof(Datum), queue_cmp_id);
-	for (int i = 0; i < nelems; i++)
+	for (int i = 0; i < n; i++)
 	{
 		text	   *queue = NULL;
 		Oid			owner = InvalidOid;
 
-		if (i > 0 && DatumGetInt64(elems[i]) == DatumGetInt64(elems[i - 1]))
-			continue;
 		if (queue_complete_one(&jt, idx, elems[i], session_id, result,
 							   result_isnull, now,
 							   ack->want_queue ? &queue : NULL, &owner))
@@ -703,9 +720,11 @@ queue_complete_batch(BatchAck *ack, ArrayType *ids, Datum session_id,
 	Datum		values[4];
 	char		nulls[4] = "    ";
 	uint64		n;
+	Datum	   *elems;
 
-	if (queue_complete_batch_direct(ack, ids, session_id, result.value,
-									result.isnull, now))
+	ack->asked = queue_batch_ids(ids, &elems);
+	if (queue_complete_batch_direct(ack, elems, ack->asked, session_id,
+									result.value, result.isnull, now))
 		return;
 	values[0] = PointerGetDatum(ids);
 	values[1] = session_id;
@@ -718,7 +737,7 @@ queue_complete_batch(BatchAck *ack, ArrayType *ids, Datum session_id,
 		bool		isnull;
 		Datum		id = dl_getattr(i, 1, &isnull);
 
-		/* the queue name lives in SPI memory that a claim would reuse */
+		/* detoasted, as the direct path gives it, to be compared by bytes */
 		queue_ack_note(ack, id,
 					   ack->want_queue ?
 					   DatumGetTextPCopy(dl_getattr(i, 2, &isnull)) : NULL,
@@ -891,7 +910,7 @@ queue_complete_job(FunctionCallInfo fcinfo, text **queue, Oid *owner)
 	{
 		bool		isnull;
 
-		/* the queue name lives in SPI memory that a claim would reuse */
+		/* detoasted, as the direct path gives it */
 		*queue = DatumGetTextPCopy(dl_getattr(0, 1, &isnull));
 		*owner = DatumGetObjectId(dl_getattr(0, 2, &isnull));
 	}
@@ -1035,8 +1054,6 @@ distlock_complete_batch_and_claim(PG_FUNCTION_ARGS)
 	BatchAck	ack = {0};
 	TimestampTz expires;
 	bool		reap;
-	Datum	   *elems;
-	int			ndistinct;
 
 	if (nids == 0)
 		ereport(ERROR,
@@ -1057,26 +1074,19 @@ distlock_complete_batch_and_claim(PG_FUNCTION_ARGS)
 	queue_complete_batch(&ack, ids, PG_GETARG_DATUM(1), queue_result_arg(fcinfo));
 
 	/* every job of the batch, each once */
-	deconstruct_array(ids, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
-					  TYPALIGN_DOUBLE, &elems, NULL, &nids);
-	qsort(elems, nids, sizeof(Datum), queue_cmp_id);
-	ndistinct = 0;
-	for (int i = 0; i < nids; i++)
-		if (i == 0 || DatumGetInt64(elems[i]) != DatumGetInt64(elems[i - 1]))
-			ndistinct++;
-	if (ack.n < (uint64) ndistinct)
+	if (ack.n < (uint64) ack.asked)
 	{
 		queue_batch_check(&call, ids, 0);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg_plural("%d job of the batch is not running for session \"%s\"",
 							   "%d jobs of the batch are not running for session \"%s\"",
-							   ndistinct - (int) ack.n, ndistinct - (int) ack.n,
+							   ack.asked - (int) ack.n, ack.asked - (int) ack.n,
 							   DatumGetCString(DirectFunctionCall1(uuid_out,
 																   PG_GETARG_DATUM(1)))),
 				 errdetail_plural("It was completed, failed or cancelled, or handed back to the queue after its session expired or closed.",
 								  "They were completed, failed or cancelled, or handed back to the queue after their session expired or closed.",
-								  ndistinct - (int) ack.n),
+								  ack.asked - (int) ack.n),
 				 errhint("Roll back what was done for the batch: its acknowledgement was refused.")));
 	}
 	if (ack.mixed)

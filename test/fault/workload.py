@@ -448,25 +448,29 @@ def run_worker(a):
                 lost.set()
         hb.drop()
 
+    def insert_effects(conn, jobs):
+        """One effect row per job of jobs, in the acknowledgement's
+        transaction."""
+        if not jobs:
+            return {}
+        conn.execute("INSERT INTO fault.effects (job_id, session_id, worker)"
+                     " SELECT j, %s::uuid, %s FROM unnest(%s::bigint[]) j",
+                     (sid, owner, jobs))
+        return dict(effects=len(jobs))
+
     def ack_batch(batch):
         """Acknowledge the jobs of batch with one complete_batch(), and
         insert one effect per id it returned (the ids it acknowledged, in
         ascending order).  Tried once more on a failed or unknown outcome,
         like a single acknowledgement: complete_batch() leaves out a job
         already done."""
-        def effects(conn, acked):
-            if not acked:
-                return {}
-            conn.execute("INSERT INTO fault.effects (job_id, session_id, worker)"
-                         " SELECT j, %s::uuid, %s FROM unnest(%s::bigint[]) j",
-                         (sid, owner, acked))
-            return dict(effects=len(acked))
         for _ in range(2):
             r = cl.op("ack_batch",
                       HEAD + "(SELECT coalesce(array_agg(id ORDER BY n), '{}')"
                       " FROM distlock.complete_batch(%s::bigint[], %s)"
                       " WITH ORDINALITY AS t(id, n))" + TAIL,
-                      (batch, sid), dict(sid=sid, jobs=batch), post=effects)
+                      (batch, sid), dict(sid=sid, jobs=batch),
+                      post=insert_effects)
             if r["outcome"] == "ok" or not alive():
                 break
         if r["outcome"] != "ok":
@@ -483,16 +487,12 @@ def run_worker(a):
         once more with the same ids (nothing committed); an unknown outcome
         is not: if it committed, the jobs it claimed stay the session's
         while it lives, so the session is given up, as after a claim's."""
-        def effects(conn, _):
-            conn.execute("INSERT INTO fault.effects (job_id, session_id, worker)"
-                         " SELECT j, %s::uuid, %s FROM unnest(%s::bigint[]) j",
-                         (sid, owner, batch))
-            return dict(effects=len(batch))
         for _ in range(2):
             r = cl.op("ack_batch_claim",
                       HEAD + "(SELECT coalesce(array_agg(id ORDER BY id), '{}')"
                       " FROM distlock.complete_batch_and_claim(%s::bigint[], %s))" + TAIL,
-                      (batch, sid), dict(sid=sid, jobs=batch), post=effects)
+                      (batch, sid), dict(sid=sid, jobs=batch),
+                      post=lambda conn, _: insert_effects(conn, batch))
             if r["outcome"] != "fail" or r.get("err") in ("55000", "42704") \
                     or not alive():
                 break

@@ -102,8 +102,20 @@ SELECT attempt(format('distlock.cancel_jobs(%L, %L)', 'orders', 'q_owner'));
 SELECT queue, queue_owner, pending, running, completed FROM distlock.queue_stats;
 RESET ROLE;
 
+-- so does complete_batch_and_claim: a batch of the owner's queue, and the
+-- next batch from it
+SET ROLE q_owner;
+SELECT distlock.enqueue('orders', '{"n": 6}') AS j6 \gset
+SELECT distlock.enqueue('orders', '{"n": 7}') AS j7 \gset
+SET ROLE q_worker;
+SELECT payload, queue_owner
+  FROM distlock.complete_batch_and_claim(ARRAY[:j4], :'sw', max_jobs => 2)
+  ORDER BY id;
+RESET ROLE;
+
 -- revoked, the worker's next claim is refused and its complete_and_claim
--- acknowledges and claims nothing; its acknowledgements still count
+-- and complete_batch_and_claim acknowledge and claim nothing, with a job
+-- pending; its acknowledgements still count
 SET ROLE q_owner;
 SELECT distlock.revoke_queue('orders', 'claim', 'q_workers');
 SELECT count(*) AS grants_left FROM distlock.queue_grants WHERE grantee = 'q_workers'::regrole;
@@ -111,11 +123,13 @@ SELECT distlock.enqueue('orders', '{"n": 5}') AS j5 \gset
 RESET ROLE;
 SET ROLE q_worker;
 SELECT attempt(format('distlock.claim(%L, %L, owner => %L)', 'orders', :'sw', 'q_owner'));
-SELECT count(*) AS claimed FROM distlock.complete_and_claim(:j4, :'sw');
+SELECT count(*) AS claimed FROM distlock.complete_and_claim(:j6, :'sw');
+SELECT count(*) AS claimed FROM distlock.complete_batch_and_claim(ARRAY[:j7], :'sw');
 SELECT status FROM distlock.claim('orders', :'sw');
 SELECT distlock.session_close(:'sw');
 RESET ROLE;
-SELECT status FROM distlock.jobs WHERE id = :j4;
+SELECT payload, status FROM distlock.jobs WHERE id IN (:j4, :j5, :j6, :j7)
+  ORDER BY id;
 
 -- ops manage: cancel one job, then every unfinished job of the queue
 SET ROLE q_ops;
