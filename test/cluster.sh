@@ -7,7 +7,7 @@
 #
 #	cluster_start DIR [extra postgresql.conf lines...]
 #		sets PGHOST, PGPORT, PGUSER, PGDATABASE and CLUSTER_PID
-#	cluster_stop [immediate]
+#	cluster_stop [immediate]		fast shutdown, or immediate
 #	cluster_restart [immediate] [DOWNTIME]	same data directory and port
 #	cluster_pid_refresh			CLUSTER_PID from the pid file
 #	pgbouncer_start DIR DBNAME	PgBouncer (transaction pooling) in front
@@ -62,15 +62,22 @@ cluster_start()
 	export PGHOST=127.0.0.1 PGPORT PGUSER=postgres PGDATABASE=postgres
 }
 
-# Stop the postmaster by its PID: fast shutdown, or immediate if asked.
+# Stop the postmaster by its PID: fast shutdown (SIGINT: sessions are
+# disconnected, their transactions rolled back, then a shutdown
+# checkpoint), or immediate (SIGQUIT) if asked.  Not
+# SIGTERM: a smart shutdown waits for every client to leave, and a test's
+# client still connected (a transaction holding the horizon in pg_sleep)
+# would hold it up.  A server still up after 60 s gets SIGQUIT, so that
+# none outlives the directory its caller removes next.
 cluster_stop()
 {
-	local sig=TERM
+	local sig=INT
 	[ "${1:-}" = immediate ] && sig=QUIT
 	[ -n "${CLUSTER_PID:-}" ] || return 0
 	kill -$sig "$CLUSTER_PID" 2>/dev/null || true
-	for _ in $(seq 1 600); do
+	for i in $(seq 1 700); do
 		kill -0 "$CLUSTER_PID" 2>/dev/null || break
+		[ "$i" -eq 600 ] && kill -QUIT "$CLUSTER_PID" 2>/dev/null
 		sleep 0.1
 	done
 	CLUSTER_PID=

@@ -111,8 +111,10 @@ done
 for s in "${scripts[@]}"; do
 	echo "== $s"
 	log="$work/$(basename "$s").log"
+	start=$SECONDS
 	(cd "$work" && WORK="$work" bash "$top/$s") 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
+	echo "# $s took $((SECONDS - start)) s"
 	ok=$(grep -c '^ok - ' "$log")
 	bad=$(grep -c '^not ok - ' "$log")
 	if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then

@@ -62,7 +62,7 @@ standby_start()
 stop_standby()
 {
 	[ -n "$standby_pid" ] || return 0
-	kill -TERM "$standby_pid" 2>/dev/null || true
+	kill -INT "$standby_pid" 2>/dev/null || true	# fast, as cluster_stop
 	for _ in $(seq 1 100); do
 		kill -0 "$standby_pid" 2>/dev/null || break
 		sleep 0.1

@@ -36,11 +36,17 @@ stop_with_waiter preload
 rm -rf "$dir"
 
 test_cluster_start wait-poll
-# from 17 on, waiters are woken without preloading too (the DSM registry)
+# from 17 on, waiters are woken without preloading too (the DSM registry);
+# before, they poll: in CI (FULL=1), make test leaving it to the
+# regression suite's wait test, which runs without preloading too, to stay
+# within ten minutes
 if [ "$(psql -At -c "SHOW server_version_num")" -ge 170000 ]; then
 	$py "$top/test/scripts/wait.py" dsm || true
-else
+elif [ "${FULL:-0}" != 0 ]; then
 	$py "$top/test/scripts/wait.py" poll || true
+else
+	echo "# the waiting calls without preloading (polling) left out: FULL=1 runs them (.ci/run does)"
+	psql -c "CREATE EXTENSION distlock"
 fi
 
 # Through PgBouncer in transaction mode: the CALL is one transaction to
