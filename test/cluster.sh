@@ -71,13 +71,15 @@ cluster_start()
 # none outlives the directory its caller removes next.
 cluster_stop()
 {
-	local sig=INT
+	local sig=INT i
 	[ "${1:-}" = immediate ] && sig=QUIT
 	[ -n "${CLUSTER_PID:-}" ] || return 0
 	kill -$sig "$CLUSTER_PID" 2>/dev/null || true
 	for i in $(seq 1 700); do
 		kill -0 "$CLUSTER_PID" 2>/dev/null || break
-		[ "$i" -eq 600 ] && kill -QUIT "$CLUSTER_PID" 2>/dev/null
+		if [ "$i" -eq 600 ]; then
+			kill -QUIT "$CLUSTER_PID" 2>/dev/null || true
+		fi
 		sleep 0.1
 	done
 	CLUSTER_PID=
