@@ -659,6 +659,7 @@ class Orchestrator:
         self.p = dict(spec[self.mode + ("_sql" if a.path == "sql" else "")])
         self.p.update(json.loads(a.set or "{}"))
         self.rng = random.Random(a.seed)
+        self.paused_kinds = {}      # pauses so far: "lease", "jobs"
         self.dir = a.dir
         os.makedirs(self.dir, exist_ok=True)
         self.direct = ("host=127.0.0.1 port=%d dbname=fault user=postgres"
@@ -839,7 +840,16 @@ class Orchestrator:
                 cands.append(("jobs", by_pid[pid], None, exp, now))
         if not cands:
             return
+        # Of a run with both workloads, the kind paused less so far: a
+        # choice among all holders could pause only lease holders (more of
+        # them) and leave the queue without the zombie acknowledgements its
+        # floor asks for.
+        kinds = {c[0] for c in cands}
+        if len(kinds) > 1:
+            least = min(kinds, key=lambda k: self.paused_kinds.get(k, 0))
+            cands = [c for c in cands if c[0] == least]
         what, p, name, exp, now = self.rng.choice(cands)
+        self.paused_kinds[what] = self.paused_kinds.get(what, 0) + 1
         left = max(0.0, (exp - now) / 1e6)
         if what == "lease":
             dur = max(1.5 * left, left + 0.3)
