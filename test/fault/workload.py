@@ -156,9 +156,10 @@ SCENARIOS = {
                      floors=dict(term=200, kill=30, pause_outlived=20, crash=2,
                                  grants=1000, takeovers=100, zombie_acks=3,
                                  redeliveries=100)),
-        # On the SQL path: half the gate's time (soak: the gate's numbers).
+        # On the SQL path: half the gate's time (soak: the gate's numbers),
+        # a pause every 2 s: its 4,000 jobs are done in about 11 s.
         "gate_sql": dict(pool=True, lock_clients=8, names=4, workers=4, jobs=4000,
-                         duration=15, term=0.5, kill=3.0, pause=3.0, crashes=[0.5],
+                         duration=15, term=0.5, kill=3.0, pause=2.0, crashes=[0.5],
                          max_time=100,
                          floors=dict(term=20, kill=3, pause_outlived=2, crash=1,
                                      grants=60, takeovers=10, zombie_acks=1,
@@ -840,13 +841,14 @@ class Orchestrator:
                 cands.append(("jobs", by_pid[pid], None, exp, now))
         if not cands:
             return
-        # Of a run with both workloads, the kind paused less so far: a
-        # choice among all holders could pause only lease holders (more of
-        # them) and leave the queue without the zombie acknowledgements its
-        # floor asks for.
+        # Of a run with both workloads, the kind paused less so far, jobs
+        # first (the queue drains before the faults stop): a choice among
+        # all holders could pause only lease holders (more of them) and
+        # leave the queue without the zombie acknowledgements its floor
+        # asks for.
         kinds = {c[0] for c in cands}
         if len(kinds) > 1:
-            least = min(kinds, key=lambda k: self.paused_kinds.get(k, 0))
+            least = min(sorted(kinds), key=lambda k: self.paused_kinds.get(k, 0))
             cands = [c for c in cands if c[0] == least]
         what, p, name, exp, now = self.rng.choice(cands)
         self.paused_kinds[what] = self.paused_kinds.get(what, 0) + 1
