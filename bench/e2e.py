@@ -8,7 +8,7 @@ libpq environment (PGHOST, PGPORT, PGUSER = a superuser) pointing at it.  It
 measures and never asserts.
 
 graphile-worker is the Node.js queue that users would pick instead.  With 4
-and 16 workers, four ways of working through a queue of no-op jobs take
+and 16 workers, the ways below of working through a queue of no-op jobs take
 turns in ROUNDS interleaved rounds (their order rotated every round), on the
 same server, with synchronous_commit on:
 
@@ -31,6 +31,11 @@ same server, with synchronous_commit on:
                                  batch in hand acknowledged and the next
                                  claimed in one transaction
                                  (job_distlock_bac.sql, as bench.py's)
+  distlock, one job per call     N pgbench clients, each looping
+  in one call                    complete_and_claim(id, sid): the job in
+                                 hand acknowledged and the next claimed in
+                                 one transaction (job_distlock_cc.sql, as
+                                 bench.py's cc)
   distlock, one pool             one pgbench client looping claim(q, sid,
                                  10 x N) + complete_batch: the shape of
                                  graphile-worker's local queue (one fetch
@@ -171,6 +176,8 @@ VARIANTS = [
             40000, pool=True),
     Variant(f"distlock, batches of {BATCH} in one call", "distlock", BATCH, 40000,
             script="job_distlock_bac.sql"),
+    Variant("distlock, one job per call, in one call", "distlock", 1, 8000,
+            script="job_distlock_cc.sql"),
 ]
 PAIRS = [  # issue 17's targets: (label, distlock, graphile-worker, goal)
     ("batched mode: distlock batches of 10 vs graphile-worker's local queue",
@@ -180,6 +187,9 @@ PAIRS = [  # issue 17's targets: (label, distlock, graphile-worker, goal)
     ("batched mode, each batch acknowledged and the next claimed in one call"
      " (complete_batch_and_claim) vs graphile-worker's local queue",
      VARIANTS[5].name, VARIANTS[1].name, 1.2),
+    ("one job per call, each job acknowledged and the next claimed in one call"
+     " (complete_and_claim) vs graphile-worker's one-job mode",
+     VARIANTS[6].name, VARIANTS[0].name, 1.5),
 ]
 
 
