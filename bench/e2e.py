@@ -35,7 +35,7 @@ same server, with synchronous_commit on:
   in one call                    complete_and_claim(id, sid): the job in
                                  hand acknowledged and the next claimed in
                                  one transaction (job_distlock_cc.sql, as
-                                 bench.py's cc)
+                                 bench.py's complete_and_claim)
   distlock, one pool             one pgbench client looping claim(q, sid,
                                  10 x N) + complete_batch: the shape of
                                  graphile-worker's local queue (one fetch
