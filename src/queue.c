@@ -746,16 +746,15 @@ queue_complete_batch(BatchAck *ack, ArrayType *ids, Datum session_id,
 }
 
 /*
- * An acknowledgement of ids that acknowledged only n of them: raise 42704
- * for the first id that is no job the caller may see (queue_job_check()).
+ * An acknowledgement of ids that left some of them unacknowledged: raise
+ * 42704 for the first id that is no job the caller may see
+ * (queue_job_check()).
  */
 static void
-queue_batch_check(DistlockCall *call, ArrayType *ids, uint64 n)
+queue_batch_check(DistlockCall *call, ArrayType *ids)
 {
 	Datum		values[2];
 
-	if (n >= (uint64) ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)))
-		return;
 	values[0] = PointerGetDatum(ids);
 	values[1] = ObjectIdGetDatum(call->caller);
 	if (dl_exec(&missing_job_stmt, values, NULL, 1) == 1)
@@ -1022,8 +1021,12 @@ distlock_complete_batch(PG_FUNCTION_ARGS)
 		ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)) > 0)
 		queue_complete_batch(&ack, ids, PG_GETARG_DATUM(1),
 							 queue_result_arg(fcinfo));
-	/* fewer than asked for: an id that is no job (of ours) is an error */
-	queue_batch_check(&call, ids, ack.n);
+	/*
+	 * Fewer than asked for (duplicates counted, which costs at most a look
+	 * that finds nothing): an id that is no job (of ours) is an error.
+	 */
+	if (ack.n < (uint64) ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)))
+		queue_batch_check(&call, ids);
 	dl_leave(&call);
 
 	return (Datum) 0;
@@ -1076,7 +1079,7 @@ distlock_complete_batch_and_claim(PG_FUNCTION_ARGS)
 	/* every job of the batch, each once */
 	if (ack.n < (uint64) ack.asked)
 	{
-		queue_batch_check(&call, ids, 0);
+		queue_batch_check(&call, ids);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg_plural("%d job of the batch is not running for session \"%s\"",
