@@ -1007,6 +1007,7 @@ distlock_complete_batch(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	DistlockCall call;
 	ArrayType  *ids = queue_batch_arg(fcinfo);
+	int			nids = ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids));
 	BatchAck	ack = {0};
 
 	/* a set of bigint: the caller's descriptor of one column */
@@ -1017,15 +1018,14 @@ distlock_complete_batch(PG_FUNCTION_ARGS)
 	dl_enter(&call, "distlock.complete_batch()", true);
 	if (!PG_ARGISNULL(2))
 		dl_limit_size(PG_GETARG_DATUM(2), "result", call.caller);
-	if (dl_session_acting(&call, PG_GETARG_DATUM(1)) &&
-		ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)) > 0)
+	if (dl_session_acting(&call, PG_GETARG_DATUM(1)) && nids > 0)
 		queue_complete_batch(&ack, ids, PG_GETARG_DATUM(1),
 							 queue_result_arg(fcinfo));
 	/*
 	 * Fewer than asked for (duplicates counted, which costs at most a look
 	 * that finds nothing): an id that is no job (of ours) is an error.
 	 */
-	if (ack.n < (uint64) ArrayGetNItems(ARR_NDIM(ids), ARR_DIMS(ids)))
+	if (ack.n < (uint64) nids)
 		queue_batch_check(&call, ids);
 	dl_leave(&call);
 
