@@ -86,8 +86,11 @@ fi
 if wanted wake; then
 	rm -f "$dir/wake.json"
 	psql -X -q -c "ALTER SYSTEM SET max_connections = 250"	# 200 idle workers
-	# first without the shared memory: waiters poll
-	psql -X -q -c "ALTER SYSTEM SET shared_preload_libraries = ''"
+	# first without the shared memory: waiters poll.  Not ALTER SYSTEM: it
+	# writes an empty list as '""', a library with no name, and the server
+	# would not start (PostgreSQL 15.20).
+	echo "shared_preload_libraries = ''" |
+		as_owner tee -a "$CLUSTER_DIR/data/postgresql.conf" >/dev/null
 	cluster_restart
 	# retention is measured once, with the preload's background worker
 	/usr/bin/python3 "$top/bench/wake.py" --mode poll --rows latency,lease,idle,throughput
