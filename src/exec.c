@@ -27,6 +27,11 @@
  *	  as it fills.  Where no index serves (maintain()'s scan for free lock
  *	  rows) the scan is still planned; the views, which read every row the
  *	  caller may see, turn it back on (views.c);
+ *	- jit is off, at the same level: a plan that must scan where seqscans
+ *	  are off costs more than any jit_above_cost (disable_cost), and JIT
+ *	  then compiles it, some 50 ms, on every execution (a backend's first
+ *	  grant reads token_seq so; maintain() scans for free lock rows so),
+ *	  and none of these statements computes enough per row to repay it;
  *	- SPI is connected.
  *
  * This is what fmgr does for a SECURITY DEFINER function with SET
@@ -85,6 +90,9 @@ dl_enter(DistlockCall *call, const char *fname, bool writes)
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
 	(void) set_config_option("enable_seqscan", "off",
+							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+							 true, 0, false);
+	(void) set_config_option("jit", "off",
 							 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
 							 true, 0, false);
 

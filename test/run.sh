@@ -29,6 +29,7 @@ scripts=(
 	test/scripts/claim_scale.sh
 	test/scripts/claim_held.sh
 	test/scripts/plans.sh
+	test/scripts/jit.sh
 	test/scripts/dump_restore.sh
 	test/scripts/upgrade.sh
 	test/scripts/trusted.sh
