@@ -15,11 +15,14 @@
  * skipped, if another transaction holds or is changing the version, and
  * also if somebody changed it since the scan's snapshot (the lock is asked
  * for that version only; FOR UPDATE would follow it to the latest one and
- * test that again).  Once the lock is ours nobody else can change the
- * version, so the update that follows succeeds without waiting.  Versions
- * this command itself updated (a job claimed earlier in the same call) are
- * refused too, as TM_SelfModified: the Halloween guard.  A lock this
- * transaction already holds is granted again.
+ * test that again); one that another running transaction holds or is
+ * changing, as a plain xid in its xmax, is refused after a look under the
+ * page's share lock, without heap_lock_tuple()'s locks.  Once the lock is
+ * ours nobody else can change the version, so the update that follows
+ * succeeds without waiting.  Versions this command itself updated (a job
+ * claimed earlier in the same call) are refused too, as TM_SelfModified:
+ * the Halloween guard.  A lock this transaction already holds is granted
+ * again.
  *
  * dl_jobs_open() says where the direct paths do not apply: at REPEATABLE
  * READ and SERIALIZABLE (a job changed since the transaction's snapshot
@@ -27,7 +30,8 @@
  * distlock.direct_path is off, and when distlock.jobs has something only
  * the executor applies: a trigger, a rule, forced row security, a CHECK
  * constraint, a stored generated column, an inheritance child, an invalid
- * or deferred index, or a server with an ExecutorCheckPerms_hook.
+ * or deferred index, a table access method other than heap, or a server
+ * with an ExecutorCheckPerms_hook.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -47,6 +51,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_enum.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_trigger.h"
@@ -56,6 +61,7 @@
 #include "optimizer/optimizer.h"
 #include "parser/parse_relation.h"
 #include "storage/bufmgr.h"
+#include "storage/procarray.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -68,6 +74,7 @@
 
 /*
  * Whether an UPDATE of rel would do nothing but what the direct paths do:
+ * a heap table (they read its versions' headers: dl_jobs_lock_or_skip()),
  * no trigger but distlock's own (jobs_pending, jobs_unpending), no rule or
  * forced row security, no NOT NULL on result, no CHECK constraint or
  * stored generated column (ExecUpdate would check or compute them), no
@@ -108,7 +115,8 @@ jobs_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
 	/* result is the one column the direct paths may set to NULL */
 	if (TupleDescAttr(RelationGetDescr(rel), cat->job_result - 1)->attnotnull)
 		return false;
-	return rel->rd_rules == NULL &&
+	return rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
+		rel->rd_rules == NULL &&
 		!rel->rd_rel->relforcerowsecurity &&
 		!rel->rd_rel->relhassubclass &&
 		(constr == NULL ||
@@ -281,6 +289,25 @@ dl_jobs_set(JobsTable *jt, AttrNumber att, Datum value, bool isnull)
 }
 
 /*
+ * The version in slot's xmax and infomask as they are now, read under its
+ * buffer's lock (the slot keeps the page pinned and points into it).
+ */
+static uint16
+jobs_xmax(TupleTableSlot *slot, TransactionId *xmax)
+{
+	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
+	HeapTupleHeader tup = bslot->base.tuple->t_data;
+	uint16		infomask;
+
+	Assert(TTS_IS_BUFFERTUPLE(slot) && !TTS_SHOULDFREE(slot));
+	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
+	infomask = tup->t_infomask;
+	*xmax = HeapTupleHeaderGetRawXmax(tup);
+	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+	return infomask;
+}
+
+/*
  * Lock the version in jt->old FOR UPDATE, unless another transaction holds
  * or is changing it or it is no longer the latest version, in which case
  * return at once (SKIP LOCKED's rule; see the header comment): DL_LOCKED,
@@ -288,14 +315,36 @@ dl_jobs_set(JobsTable *jt, AttrNumber att, Datum value, bool isnull)
  * with a lock and nothing more (SELECT ... FOR UPDATE), and so may leave
  * it as it is; DL_LOCK_CHANGED that a transaction has changed it or is
  * changing it (claim positions, position.c, tell the two apart).
+ *
+ * Concurrent claims meet each other's versions at every step.  For such a
+ * version heap_lock_tuple() takes the page's lock exclusively, a
+ * heavyweight lock on the tuple and a try for the holder's transaction
+ * lock, only to refuse it; so first look, under a share lock, for what it
+ * would find: a running transaction other than ours as xmax, which any
+ * lock FOR UPDATE conflicts with.  jt->old comes from an MVCC scan at
+ * jt->cid, so HeapTupleSatisfiesUpdate() would get past xmin to that same
+ * test of xmax, and a transaction leaves the proc array before it lets go
+ * of its xid's lock, so ConditionalXactLockTableWait() would fail too:
+ * what the look refuses, heap_lock_tuple() would have refused at that
+ * moment.  A multixact, this transaction's own xmax and one that has ended
+ * are left to it.
  */
 DlLockResult
 dl_jobs_lock_or_skip(JobsTable *jt, Snapshot snapshot)
 {
 	TM_FailureData tmfd;
 	TM_Result	result;
-	BufferHeapTupleTableSlot *bslot;
+	TransactionId xmax;
 	uint16		infomask;
+
+	infomask = jobs_xmax(jt->old, &xmax);
+	if (!(infomask & (HEAP_XMAX_INVALID | HEAP_XMAX_COMMITTED |
+					  HEAP_XMAX_IS_MULTI)) &&
+		TransactionIdIsNormal(xmax) &&
+		!TransactionIdIsCurrentTransactionId(xmax) &&
+		TransactionIdIsInProgress(xmax))
+		return HEAP_XMAX_IS_LOCKED_ONLY(infomask) ?
+			DL_LOCK_HELD : DL_LOCK_CHANGED;
 
 	result = table_tuple_lock(jt->rel, &jt->old->tts_tid, snapshot,
 							  jt->locked, jt->cid, LockTupleExclusive,
@@ -305,15 +354,8 @@ dl_jobs_lock_or_skip(JobsTable *jt, Snapshot snapshot)
 	if (result != TM_WouldBlock)
 		return DL_LOCK_CHANGED;
 
-	/*
-	 * In the way: an updater, or lockers only?  Read the version's xmax as
-	 * it is now, under the buffer's lock (jt->old keeps the page pinned).
-	 */
-	bslot = (BufferHeapTupleTableSlot *) jt->old;
-	Assert(TTS_IS_BUFFERTUPLE(jt->old));
-	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
-	infomask = bslot->base.tuple->t_data->t_infomask;
-	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+	/* in the way: an updater, or lockers only? */
+	infomask = jobs_xmax(jt->old, &xmax);
 	if (!(infomask & HEAP_XMAX_INVALID) && !HEAP_XMAX_IS_LOCKED_ONLY(infomask))
 		return DL_LOCK_CHANGED;
 	return DL_LOCK_HELD;
