@@ -352,15 +352,18 @@ def job_latency(db, srv, only_waiting):
 
 class LeaseWorker(threading.Thread):
     """One of the workers that want lease NAME: get it (acquire(), or
-    try_acquire() every interval ms), hold it HOLD_MS, release it, again."""
+    try_acquire() every interval ms), hold it HOLD_MS, release it, again;
+    all of them start once go is set, when every one has connected, so
+    that no handover waits for a worker still connecting."""
 
     APP = "wake-lease"
     NAME = "wake-lease"
 
-    def __init__(self, n, kind, interval, grants, releases, enough):
+    def __init__(self, n, kind, interval, grants, releases, enough, go):
         super().__init__(daemon=True)
         self.n, self.kind, self.interval = n, kind, interval
         self.grants, self.releases, self.enough = grants, releases, enough
+        self.go = go
         self.stop = False
         self.ready = threading.Event()
         self.error = None
@@ -371,6 +374,7 @@ class LeaseWorker(threading.Thread):
         try:
             with connect(self.APP) as conn:
                 self.ready.set()
+                self.go.wait(60)
                 if self.kind == "poll":
                     time.sleep(self.rng.uniform(0, self.interval) / 1000)
                 while not self.stop and not self.enough.is_set():
@@ -413,10 +417,11 @@ def lease_latency(db, srv, only_waiting):
         variants.append((f"distlock acquire, {srv.wait_label()}", "wait", None))
     for name, kind, interval in variants:
         db.run("DELETE FROM distlock.locks WHERE name = %s", (LeaseWorker.NAME,))
-        grants, releases, enough = [], {}, threading.Event()
-        t0 = time.monotonic()
+        grants, releases, enough, go = [], {}, threading.Event(), threading.Event()
         ws = start_workers(WORKERS, lambda i: LeaseWorker(i, kind, interval, grants, releases,
-                                                          enough))
+                                                          enough, go))
+        t0 = time.monotonic()
+        go.set()
         enough.wait(N_EVENTS * 0.2 + 30)
         stop_workers(db, ws, LeaseWorker.APP)
         secs = time.monotonic() - t0
