@@ -12,6 +12,11 @@
 # calls, in a new backend, must show none.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
+libdir=$("$PG_CONFIG" --pkglibdir)
+if [ ! -e "$libdir/llvmjit.so" ] || [ ! -e "$libdir/auto_explain.so" ]; then
+	echo "# jit.sh: this server has no JIT or no auto_explain ($libdir): nothing to check"
+	exit 0
+fi
 test_cluster_start jit \
 	"shared_preload_libraries = 'distlock, auto_explain'" \
 	"distlock.maintenance_naptime = 0" \
