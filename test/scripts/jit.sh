@@ -57,6 +57,11 @@ SELECT count(*) FROM distlock.complete_batch(:'js', :'sid');
 SELECT id AS j2 FROM distlock.claim('q', :'sid') \gset
 SELECT id AS j3 FROM distlock.complete_and_claim(:j2, :'sid') \gset
 SELECT distlock.fail(:j3, :'sid', 'no', '0 s');
+SELECT array_agg(id) AS js FROM distlock.claim('q', :'sid', 2) \gset
+SELECT count(*) FROM distlock.complete_batch_and_claim(:'js', :'sid');
+CALL distlock.claim_wait('q', :'sid', 1, '1 s', NULL);
+SELECT distlock.enqueue('q', '{}', dedup_key => 'k');
+SELECT distlock.cancel((SELECT max(id) FROM distlock.jobs));
 SELECT distlock.cancel_jobs('q');
 SELECT distlock.throttle('t', '1 s', 2);
 SELECT * FROM distlock.throttle_status('t');
