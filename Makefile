@@ -54,6 +54,7 @@ REGRESS = \
 	session_locks \
 	direct_fallback \
 	queue_paths \
+	lease_paths \
 	wait
 
 # Isolation specs (test/specs, expected/).

@@ -63,6 +63,7 @@ catalog_relcache_callback(Datum arg, Oid relid)
 		relid == catalog.sessions_pkey ||
 		relid == catalog.sessions_expires_at_idx ||
 		relid == catalog.locks ||
+		relid == catalog.locks_pkey ||
 		relid == catalog.locks_created_by_idx ||
 		relid == catalog.token_seq)
 		catalog_invalidate();
@@ -161,6 +162,7 @@ catalog_fill(DistlockCatalog *c)
 	c->sessions_expires_at_idx = catalog_relation(c->schema,
 												  "sessions_expires_at_idx");
 	c->locks = catalog_relation(c->schema, "locks");
+	c->locks_pkey = catalog_relation(c->schema, "locks_pkey");
 	c->locks_created_by_idx = catalog_relation(c->schema,
 											   "locks_created_by_idx");
 	c->token_seq = catalog_relation(c->schema, "token_seq");
@@ -178,6 +180,14 @@ catalog_fill(DistlockCatalog *c)
 	c->job_result = catalog_column(c->jobs, "result");
 	c->job_created_by = catalog_column(c->jobs, "created_by");
 	c->job_queue_owner = catalog_column(c->jobs, "queue_owner");
+	c->lock_owner = catalog_column(c->locks, "owner");
+	c->lock_session_id = catalog_column(c->locks, "session_id");
+	c->lock_token = catalog_column(c->locks, "token");
+	c->lock_acquired_at = catalog_column(c->locks, "acquired_at");
+	c->lock_renewed_at = catalog_column(c->locks, "renewed_at");
+	c->lock_expires_at = catalog_column(c->locks, "expires_at");
+	c->lock_hold_until = catalog_column(c->locks, "hold_until");
+	c->lock_created_by = catalog_column(c->locks, "created_by");
 	c->session_id = catalog_column(c->sessions, "id");
 	c->session_expires_at = catalog_column(c->sessions, "expires_at");
 	c->session_created_by = catalog_column(c->sessions, "created_by");

@@ -178,6 +178,7 @@ typedef struct DistlockCatalog
 	Oid			sessions_pkey;
 	Oid			sessions_expires_at_idx;
 	Oid			locks;
+	Oid			locks_pkey;
 	Oid			locks_created_by_idx;
 	Oid			token_seq;
 	Oid			jobs_pending_fn;	/* the trigger function (position.c) */
@@ -194,6 +195,15 @@ typedef struct DistlockCatalog
 	AttrNumber	job_result;
 	AttrNumber	job_created_by;
 	AttrNumber	job_queue_owner;
+	/* attribute numbers of distlock.locks */
+	AttrNumber	lock_owner;
+	AttrNumber	lock_session_id;
+	AttrNumber	lock_token;
+	AttrNumber	lock_acquired_at;
+	AttrNumber	lock_renewed_at;
+	AttrNumber	lock_expires_at;
+	AttrNumber	lock_hold_until;
+	AttrNumber	lock_created_by;
 	/* attribute numbers of distlock.sessions */
 	AttrNumber	session_id;
 	AttrNumber	session_expires_at;
@@ -322,6 +332,23 @@ extern void dl_version_check_visible(Oid relid, ItemPointer tid,
 extern bool dl_version_lock(Oid relid, ItemPointer tid, TransactionId xmin,
 							LockTupleMode mode);
 
+/* tables.c: a version this transaction has locked, rewritten directly */
+typedef struct RowUpdate
+{
+	Relation	rel;
+	Snapshot	snapshot;
+	EState	   *estate;
+	ResultRelInfo *result_rel;
+	TupleTableSlot *old;		/* the version locked */
+	TupleTableSlot *new;		/* the version to write */
+} RowUpdate;
+
+extern bool dl_row_update_begin(RowUpdate *ru, Oid relid, ItemPointer tid,
+								const AttrNumber *updated, int nupdated);
+extern void dl_row_update_set(RowUpdate *ru, AttrNumber att, Datum value,
+							  bool isnull);
+extern void dl_row_update_end(RowUpdate *ru);
+
 /* check.c */
 extern text *dl_arg_name(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *dl_arg_optional_name(FunctionCallInfo fcinfo, int argno,
@@ -394,6 +421,7 @@ extern bool dl_session_use(DistlockCall *call, Datum session_id,
 extern void dl_session_expired_error(Datum session_id);
 extern bool dl_session_still_live(Datum session_id, TimestampTz *expires);
 extern bool dl_session_is_live(Datum session_id, bool busy_is_live);
+extern bool dl_session_expiry(Datum session_id, TimestampTz *expires);
 extern bool dl_session_acting(DistlockCall *call, Datum session_id);
 extern bool dl_session_end_nowait(Datum session_id);
 extern int	dl_reap_expired(TimestampTz now, int limit);

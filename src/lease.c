@@ -65,6 +65,14 @@
  * SERIALIZABLE, a version the transaction's snapshot does not see raises
  * 40001 before anything is decided, as FOR UPDATE would.
  *
+ * The lock row is read by locks_pkey, and rewritten once locked, through
+ * the table AM rather than by statements (lease_read(), lease_write(),
+ * tables.c): a statement's executor start-up and shutdown cost more than
+ * the read or the update, and these calls are made as often as holders and
+ * contenders can make them.  The statements stay for what only the
+ * executor applies and for REPEATABLE READ and SERIALIZABLE, and take the
+ * same decisions on the same versions (test/sql/lease_paths.sql).
+ *
  * fence() keeps its FOR SHARE lock until the caller's transaction ends, so
  * no other owner can take the lock before the writes fenced by it commit;
  * it judges the lease again under the lock, on a later clock reading, and
@@ -79,11 +87,16 @@
  */
 #include "postgres.h"
 
+#include "access/sysattr.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "commands/sequence.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
+#include "utils/uuid.h"
 
 #include "distlock.h"
 
@@ -91,29 +104,6 @@ PG_FUNCTION_INFO_V1(distlock_try_acquire);
 PG_FUNCTION_INFO_V1(distlock_renew);
 PG_FUNCTION_INFO_V1(distlock_release);
 PG_FUNCTION_INFO_V1(distlock_fence);
-
-/* Columns of read_stmt. */
-#define LOCK_COL_OWNER		1
-#define LOCK_COL_SESSION	2
-#define LOCK_COL_TOKEN		3
-#define LOCK_COL_EXPIRES	4
-#define LOCK_COL_HOLD		5
-#define LOCK_COL_CREATOR	6
-#define LOCK_COL_HOLDER_EXPIRES	7
-#define LOCK_COL_TID		8
-#define LOCK_COL_XMIN		9
-
-/*
- * The row of a lock name and its holder's session expiry, read as last
- * committed and without locking either (see the header comment).
- */
-static DistlockStmt read_stmt = {
-	"SELECT l.owner, l.session_id, l.token, l.expires_at, l.hold_until,"
-	" l.created_by, s.expires_at, l.ctid, l.xmin"
-	" FROM distlock.locks l LEFT JOIN distlock.sessions s"
-	" ON s.id = l.session_id WHERE l.name = $1",
-	1, {TEXTOID}
-};
 
 /* First grant of a name.  The token is drawn for the new row only. */
 static DistlockStmt insert_stmt = {
@@ -155,7 +145,7 @@ static DistlockStmt release_stmt = {
 	2, {TIDOID, TIMESTAMPTZOID}
 };
 
-/* The lock row as read_stmt read it. */
+/* The lock row as lease_read() read it. */
 typedef struct LeaseRow
 {
 	ItemPointerData tid;		/* the version read */
@@ -173,43 +163,67 @@ typedef struct LeaseRow
 	TimestampTz holder_expires;
 } LeaseRow;
 
+/* A nullable timestamptz column of the lock row in slot. */
+static bool
+lease_time(TupleTableSlot *slot, AttrNumber att, TimestampTz *value)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(slot, att, &isnull);
+
+	*value = isnull ? 0 : DatumGetTimestampTz(d);
+	return !isnull;
+}
+
 /*
- * Read the row of lock name into *row (see read_stmt); false if the name
- * has no row.  At REPEATABLE READ and SERIALIZABLE a version that the
- * transaction's snapshot does not see raises 40001, as a row lock would.
+ * Read the row of lock name into *row, as last committed and as this
+ * transaction has changed it, by locks_pkey, and then the expiry of its
+ * holder's session, if it has one, by sessions_pkey (session.c); false if
+ * the name has no row.  Neither row is locked (see the header comment).
+ * At REPEATABLE READ and SERIALIZABLE a version that the transaction's
+ * snapshot does not see raises 40001, as a row lock would.
  */
 static bool
 lease_read(text *name, LeaseRow *row)
 {
-	Datum		values[1] = {PointerGetDatum(name)};
+	const DistlockCatalog *cat = dl_catalog();
+	TupleTableSlot *slot;
+	LatestRead	lr;
 	bool		isnull;
 	Datum		d;
 
-	if (dl_exec_latest(&read_stmt, values, NULL) == 0)
+	dl_latest_open(&lr, cat->locks, AccessShareLock);
+	dl_latest_scan(&lr, cat->locks_pkey, BTEqualStrategyNumber, F_TEXTEQ,
+				   PointerGetDatum(name));
+	if (!dl_latest_next(&lr))
+	{
+		dl_latest_close(&lr);
 		return false;
-
-	row->tid = *(ItemPointer) DatumGetPointer(dl_getattr(0, LOCK_COL_TID,
-														   &isnull));
-	row->xmin = DatumGetTransactionId(dl_getattr(0, LOCK_COL_XMIN, &isnull));
-	d = dl_getattr(0, LOCK_COL_OWNER, &isnull);
-	row->owner = isnull ? NULL : DatumGetTextPP(d);
-	row->session_id = dl_getattr(0, LOCK_COL_SESSION, &isnull);
+	}
+	slot = lr.slot;
+	row->tid = slot->tts_tid;
+	row->xmin = DatumGetTransactionId(slot_getsysattr(slot,
+													  MinTransactionIdAttributeNumber,
+													  &isnull));
+	d = slot_getattr(slot, cat->lock_owner, &isnull);
+	row->owner = isnull ? NULL : DatumGetTextPCopy(d);
+	d = slot_getattr(slot, cat->lock_session_id, &isnull);
 	row->has_session = !isnull;
-	row->token = dl_getint64(0, LOCK_COL_TOKEN);
-	d = dl_getattr(0, LOCK_COL_EXPIRES, &isnull);
-	row->has_expiry = !isnull;
-	row->expires_at = isnull ? 0 : DatumGetTimestampTz(d);
-	d = dl_getattr(0, LOCK_COL_HOLD, &isnull);
-	row->has_hold = !isnull;
-	row->hold_until = isnull ? 0 : DatumGetTimestampTz(d);
-	row->created_by = DatumGetObjectId(dl_getattr(0, LOCK_COL_CREATOR, &isnull));
-	d = dl_getattr(0, LOCK_COL_HOLDER_EXPIRES, &isnull);
-	row->has_holder_expiry = !isnull;
-	/* what its heartbeats promised (beat.c), read after the row */
-	row->holder_expires = isnull ? 0 :
-		dl_beat_effective(row->session_id, DatumGetTimestampTz(d));
+	row->session_id = isnull ? (Datum) 0 : datumCopy(d, false, UUID_LEN);
+	d = slot_getattr(slot, cat->lock_token, &isnull);
+	if (isnull)
+		elog(ERROR, "unexpected null token in distlock.locks");
+	row->token = DatumGetInt64(d);
+	row->has_expiry = lease_time(slot, cat->lock_expires_at, &row->expires_at);
+	row->has_hold = lease_time(slot, cat->lock_hold_until, &row->hold_until);
+	row->created_by = DatumGetObjectId(slot_getattr(slot, cat->lock_created_by,
+													&isnull));
+	dl_latest_close(&lr);
 
-	dl_version_check_visible(dl_catalog()->locks, &row->tid, row->xmin);
+	/* what its heartbeats promised, read after the lock row */
+	row->has_holder_expiry = row->has_session &&
+		dl_session_expiry(row->session_id, &row->holder_expires);
+
+	dl_version_check_visible(cat->locks, &row->tid, row->xmin);
 	return true;
 }
 
@@ -221,6 +235,112 @@ static bool
 lease_lock(LeaseRow *row, LockTupleMode mode)
 {
 	return dl_version_lock(dl_catalog()->locks, &row->tid, row->xmin, mode);
+}
+
+/* How lease_write() changes a locked lock row. */
+typedef enum LeaseChange
+{
+	LEASE_GRANT,				/* grant_stmt */
+	LEASE_RENEW,				/* renew_stmt */
+	LEASE_RELEASE				/* release_stmt */
+} LeaseChange;
+
+static DistlockStmt *const lease_stmts[] = {&grant_stmt, &renew_stmt,
+&release_stmt};
+
+/*
+ * Make change to the version of the lock row that lease_lock() locked,
+ * with the parameters of its statement in values and nulls (values[0], the
+ * version, is set here); returns the row's token afterwards.  Through the
+ * table AM where tables.c allows it, as lease_read() reads: the statement
+ * is the path for what only the executor applies (a trigger on the table,
+ * say) and for REPEATABLE READ and SERIALIZABLE.  Both write the same row:
+ * a column a statement does not set keeps the version's value, and the
+ * grant draws a new token from token_seq, with nextval(), unless it is a
+ * re-entry.
+ */
+static int64
+lease_write(LeaseRow *row, LeaseChange change, Datum *values,
+			const char *nulls)
+{
+	const DistlockCatalog *cat = dl_catalog();
+	AttrNumber	updated[8];
+	int			nupdated = 0;
+	RowUpdate	ru;
+	bool		isnull;
+	int64		token;
+
+	values[0] = PointerGetDatum(&row->tid);
+	if (change != LEASE_RENEW)
+	{
+		updated[nupdated++] = cat->lock_owner;
+		updated[nupdated++] = cat->lock_session_id;
+	}
+	if (change == LEASE_GRANT)
+	{
+		updated[nupdated++] = cat->lock_token;
+		updated[nupdated++] = cat->lock_acquired_at;
+		updated[nupdated++] = cat->lock_hold_until;
+		updated[nupdated++] = cat->lock_created_by;
+	}
+	updated[nupdated++] = cat->lock_renewed_at;
+	updated[nupdated++] = cat->lock_expires_at;
+
+	if (!dl_row_update_begin(&ru, cat->locks, &row->tid, updated, nupdated))
+	{
+		DistlockStmt *stmt = lease_stmts[change];
+
+		if (dl_exec(stmt, values, nulls, 0) != 1)
+			elog(ERROR, "locked row of a lock not found");
+		return change == LEASE_GRANT ? dl_getint64(0, 1) : row->token;
+	}
+
+	token = DatumGetInt64(slot_getattr(ru.old, cat->lock_token, &isnull));
+	switch (change)
+	{
+		case LEASE_GRANT:
+			{
+				bool		reentry = DatumGetBool(values[7]);
+				Datum		acquired = values[3];
+
+				/* a re-entry keeps token and acquired_at */
+				if (reentry)
+					acquired = slot_getattr(ru.old, cat->lock_acquired_at,
+											&isnull);
+				else
+					token = nextval_internal(cat->token_seq, true);
+				dl_row_update_set(&ru, cat->lock_owner, values[1], false);
+				dl_row_update_set(&ru, cat->lock_session_id, values[2],
+								  nulls[2] == 'n');
+				dl_row_update_set(&ru, cat->lock_token, Int64GetDatum(token),
+								  false);
+				dl_row_update_set(&ru, cat->lock_acquired_at, acquired, false);
+				dl_row_update_set(&ru, cat->lock_renewed_at, values[3], false);
+				dl_row_update_set(&ru, cat->lock_expires_at, values[4],
+								  nulls[4] == 'n');
+				/* min_hold counts from acquired_at */
+				dl_row_update_set(&ru, cat->lock_hold_until,
+								  nulls[6] == 'n' ? (Datum) 0 :
+								  TimestampTzGetDatum(dl_add_interval(DatumGetTimestampTz(acquired),
+																	  DatumGetIntervalP(values[6]))),
+								  nulls[6] == 'n');
+				dl_row_update_set(&ru, cat->lock_created_by, values[5], false);
+				break;
+			}
+		case LEASE_RENEW:
+			dl_row_update_set(&ru, cat->lock_renewed_at, values[1], false);
+			dl_row_update_set(&ru, cat->lock_expires_at, values[2],
+							  nulls[2] == 'n');
+			break;
+		case LEASE_RELEASE:
+			dl_row_update_set(&ru, cat->lock_owner, (Datum) 0, true);
+			dl_row_update_set(&ru, cat->lock_session_id, (Datum) 0, true);
+			dl_row_update_set(&ru, cat->lock_expires_at, (Datum) 0, true);
+			dl_row_update_set(&ru, cat->lock_renewed_at, values[1], false);
+			break;
+	}
+	dl_row_update_end(&ru);
+	return token;
 }
 
 /*
@@ -393,15 +513,11 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		}
 
 		now = lease_grant_now(has_session, &session_expires, values[2]);
-		values[0] = PointerGetDatum(&row.tid);
 		values[3] = TimestampTzGetDatum(now);
 		lease_expiry(ttl, now, &values[4], &nulls[4]);
 		values[7] = BoolGetDatum(reentry);
-		if (dl_exec(&grant_stmt, values, nulls, 0) != 1)
-			elog(ERROR, "locked row of lock \"%s\" not found",
-				 text_to_cstring(name));
+		token = lease_write(&row, LEASE_GRANT, values, nulls);
 		granted = true;
-		token = dl_getint64(0, 1);
 		if (!reentry)
 		{
 			/* a sequence set back (by hand, or a restore that lost it) */
@@ -471,10 +587,9 @@ distlock_renew(PG_FUNCTION_ARGS)
 	{
 		TimestampTz now = GetCurrentTimestamp();
 
-		values[0] = PointerGetDatum(&row.tid);
 		values[1] = TimestampTzGetDatum(now);
 		lease_expiry(ttl, now, &values[2], &nulls[2]);
-		dl_exec(&renew_stmt, values, nulls, 0);
+		(void) lease_write(&row, LEASE_RENEW, values, nulls);
 	}
 	dl_leave(&call);
 
@@ -502,9 +617,8 @@ distlock_release(PG_FUNCTION_ARGS)
 	released = lease_lock_own(&call, name, owner, &row);
 	if (released)
 	{
-		values[0] = PointerGetDatum(&row.tid);
 		values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-		dl_exec(&release_stmt, values, NULL, 0);
+		(void) lease_write(&row, LEASE_RELEASE, values, "  ");
 		/* the first waiter in the lock's line may take it once we commit */
 		dl_wake_at_commit(DL_WAIT_LEASE, InvalidOid, PointerGetDatum(name), 1);
 	}

@@ -503,6 +503,19 @@ dl_session_is_live(Datum session_id, bool busy_is_live)
 }
 
 /*
+ * The expiry of session_id as last committed (what its heartbeats promised:
+ * beat.c), read without a row lock; false if it has no row.  For a lease
+ * judged on the lock row read just before (lease.c).
+ */
+bool
+dl_session_expiry(Datum session_id, TimestampTz *expires)
+{
+	Oid			creator;
+
+	return session_read(session_id, expires, &creator, NULL);
+}
+
+/*
  * Whether session_id, through which the caller acts, is live; it is not
  * reaped or closed under the call (session_acting_state()).  A session of a
  * role the caller may not act for raises 42501.

@@ -1,14 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * tables.c
- *		distlock.jobs read and updated through the table AM directly.
+ *		distlock's tables read and updated through the table AM directly.
  *
  * Through SPI, a claim is an UPDATE whose subquery walks jobs_claim_idx
  * FOR UPDATE SKIP LOCKED, and an acknowledgement an UPDATE by jobs_pkey:
  * each call starts an executor for a plan of several nodes.  The direct
- * paths of queue.c (and the session read of session.c) make the same index
- * scans, row locks and heap updates themselves, through the table AM, in
- * the order the executor makes them; this file has the pieces they share.
+ * paths of queue.c (and the reads of session.c and lease.c) make the same
+ * index scans, row locks and heap updates themselves, through the table
+ * AM, in the order the executor makes them; this file has the pieces they
+ * share.
  *
  * A row lock asked for with LockWaitSkip (dl_jobs_lock_or_skip()) is what
  * nodeLockRows.c asks for under SKIP LOCKED: it is refused, and the job
@@ -23,6 +24,10 @@
  * claimed earlier in the same call) are refused too, as TM_SelfModified:
  * the Halloween guard.  A lock this transaction already holds is granted
  * again.
+ *
+ * A lease's lock row, once locked (dl_version_lock()), is rewritten the
+ * same way (dl_row_update_begin(), lease.c), where distlock.locks has no
+ * trigger and nothing else table_plain() or update_open() refuses.
  *
  * dl_jobs_open() says where the direct paths do not apply: at REPEATABLE
  * READ and SERIALIZABLE (a job changed since the transaction's snapshot
@@ -73,23 +78,41 @@
 #include "distlock.h"
 
 /*
- * Whether an UPDATE of rel would do nothing but what the direct paths do:
- * a heap table (they read its versions' headers: dl_jobs_lock_or_skip()),
- * no trigger but distlock's own (jobs_pending, jobs_unpending), no rule or
- * forced row security, no NOT NULL on result, no CHECK constraint or
- * stored generated column (ExecUpdate would check or compute them), no
- * inheritance children, and no ExecutorCheckPerms_hook that would want to
- * see the statement (sepgsql).  Only the table's owner can add any of
- * these; the SQL paths then apply them.  The two triggers note versions
- * made pending and taken out of pending (position.c): the direct paths
- * make none pending, and a direct claim notes what it takes itself, so
- * they have nothing to do for them.  *positions says whether both are
+ * Whether an UPDATE of rel would do nothing but what the direct paths do,
+ * triggers aside: a heap table (they read its versions' headers:
+ * dl_jobs_lock_or_skip(), version_fetch()), no rule or forced row
+ * security, no CHECK constraint or stored generated column (ExecUpdate
+ * would check or compute them), no inheritance children, and no
+ * ExecutorCheckPerms_hook that would want to see the statement (sepgsql).
+ * Only the table's owner can add any of these; the SQL paths then apply
+ * them.
+ */
+static bool
+table_plain(Relation rel)
+{
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+
+	return rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
+		rel->rd_rules == NULL &&
+		!rel->rd_rel->relforcerowsecurity &&
+		!rel->rd_rel->relhassubclass &&
+		(constr == NULL ||
+		 (constr->num_check == 0 && !constr->has_generated_stored)) &&
+		ExecutorCheckPerms_hook == NULL;
+}
+
+/*
+ * Whether an UPDATE of distlock.jobs would do nothing but what the direct
+ * paths do: table_plain(), no trigger but distlock's own (jobs_pending,
+ * jobs_unpending), and no NOT NULL on result.  The two triggers note
+ * versions made pending and taken out of pending (position.c): the direct
+ * paths make none pending, and a direct claim notes what it takes itself,
+ * so they have nothing to do for them.  *positions says whether both are
  * there and fire always, as claim positions need.
  */
 static bool
 jobs_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
 {
-	TupleConstr *constr = RelationGetDescr(rel)->constr;
 	TriggerDesc *trig = rel->trigdesc;
 
 	*positions = false;
@@ -115,13 +138,7 @@ jobs_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
 	/* result is the one column the direct paths may set to NULL */
 	if (TupleDescAttr(RelationGetDescr(rel), cat->job_result - 1)->attnotnull)
 		return false;
-	return rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
-		rel->rd_rules == NULL &&
-		!rel->rd_rel->relforcerowsecurity &&
-		!rel->rd_rel->relhassubclass &&
-		(constr == NULL ||
-		 (constr->num_check == 0 && !constr->has_generated_stored)) &&
-		ExecutorCheckPerms_hook == NULL;
+	return table_plain(rel);
 }
 
 /*
@@ -186,28 +203,20 @@ jobs_predicates(ResultRelInfo *rri)
 }
 
 /*
- * Open distlock.jobs to update the columns listed (nupdated attribute
- * numbers) with its indexes kept as an UPDATE statement would keep them.
- * Returns false, opening nothing, where the direct paths do not apply.
+ * Set up *estate and *result_rel to update the columns of rel listed
+ * (nupdated attribute numbers) with its indexes kept as an UPDATE
+ * statement would keep them.  Returns false, keeping nothing, if an index
+ * is one the direct paths leave to the executor.
  */
-bool
-dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
+static bool
+update_open(Relation rel, const AttrNumber *updated, int nupdated,
+			EState **estate, ResultRelInfo **result_rel)
 {
 	RangeTblEntry *rte;
 	Bitmapset  *updated_cols = NULL;
+	ResultRelInfo *rri;
 
-	if (!dl_direct_path || IsolationUsesXactSnapshot())
-		return false;
-	jt->cat = dl_catalog();
-	/* what this transaction did so far is visible to our snapshots */
-	CommandCounterIncrement();
-	jt->rel = table_open(jt->cat->jobs, RowExclusiveLock);
-	if (!jobs_plain(jt->rel, jt->cat, &jt->positions))
-	{
-		table_close(jt->rel, NoLock);
-		return false;
-	}
-	CheckCmdReplicaIdentity(jt->rel, CMD_UPDATE);
+	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
 
 	/*
 	 * The range table of the UPDATE we stand in for: it tells index_insert()
@@ -216,21 +225,21 @@ dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
 	 */
 	rte = makeNode(RangeTblEntry);
 	rte->rtekind = RTE_RELATION;
-	rte->relid = RelationGetRelid(jt->rel);
-	rte->relkind = jt->rel->rd_rel->relkind;
+	rte->relid = RelationGetRelid(rel);
+	rte->relkind = rel->rd_rel->relkind;
 	rte->rellockmode = RowExclusiveLock;
 	for (int i = 0; i < nupdated; i++)
 		updated_cols = bms_add_member(updated_cols,
 									  updated[i] -
 									  FirstLowInvalidHeapAttributeNumber);
-	jt->estate = CreateExecutorState();
-	dl_init_update_range_table(jt->estate, rte, updated_cols);
-	jt->result_rel = makeNode(ResultRelInfo);
-	InitResultRelInfo(jt->result_rel, jt->rel, 1, NULL, 0);
-	ExecOpenIndices(jt->result_rel, false);
-	for (int i = 0; i < jt->result_rel->ri_NumIndices; i++)
+	*estate = CreateExecutorState();
+	dl_init_update_range_table(*estate, rte, updated_cols);
+	rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(rri, rel, 1, NULL, 0);
+	ExecOpenIndices(rri, false);
+	for (int i = 0; i < rri->ri_NumIndices; i++)
 	{
-		Form_pg_index index = jt->result_rel->ri_IndexRelationDescs[i]->rd_index;
+		Form_pg_index index = rri->ri_IndexRelationDescs[i]->rd_index;
 
 		/*
 		 * An index left invalid (a failed CREATE INDEX CONCURRENTLY) would
@@ -239,15 +248,68 @@ dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
 		 */
 		if (!index->indisvalid || !index->indimmediate)
 		{
-			ExecCloseIndices(jt->result_rel);
-			FreeExecutorState(jt->estate);
-			table_close(jt->rel, NoLock);
+			ExecCloseIndices(rri);
+			FreeExecutorState(*estate);
 			return false;
 		}
 	}
+	jobs_predicates(rri);
+	*result_rel = rri;
+	return true;
+}
 
-	jobs_predicates(jt->result_rel);
+/*
+ * Replace the version of rel at tid by new, waiting for whoever holds it
+ * if wait, and add its index entries as the update requires.  new may
+ * point into the old version: the update copies its values into a tuple
+ * of its own before it touches the page.
+ */
+static TM_Result
+update_version(Relation rel, ItemPointer tid, TupleTableSlot *new,
+			   CommandId cid, Snapshot snapshot, bool wait, EState *estate,
+			   ResultRelInfo *result_rel)
+{
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	DlUpdateIndexes update_indexes;
+	TM_Result	result;
 
+	ExecStoreVirtualTuple(new);
+	result = table_tuple_update(rel, tid, new, cid, snapshot, InvalidSnapshot,
+								wait, &tmfd, &lockmode, &update_indexes);
+	if (result == TM_Ok && dl_indexes_changed(update_indexes))
+	{
+		/* a deferred unique or exclusion check would be left to us */
+		if (dl_insert_index_tuples(result_rel, new, estate,
+								   update_indexes) != NIL)
+			elog(ERROR, "unexpected deferred index check on \"%s\"",
+				 RelationGetRelationName(rel));
+		ResetPerTupleExprContext(estate);
+	}
+	return result;
+}
+
+/*
+ * Open distlock.jobs to update the columns listed (nupdated attribute
+ * numbers) with its indexes kept as an UPDATE statement would keep them.
+ * Returns false, opening nothing, where the direct paths do not apply.
+ */
+bool
+dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
+{
+	if (!dl_direct_path || IsolationUsesXactSnapshot())
+		return false;
+	jt->cat = dl_catalog();
+	/* what this transaction did so far is visible to our snapshots */
+	CommandCounterIncrement();
+	jt->rel = table_open(jt->cat->jobs, RowExclusiveLock);
+	if (!jobs_plain(jt->rel, jt->cat, &jt->positions) ||
+		!update_open(jt->rel, updated, nupdated, &jt->estate,
+					 &jt->result_rel))
+	{
+		table_close(jt->rel, NoLock);
+		return false;
+	}
 	jt->old = table_slot_create(jt->rel, NULL);
 	jt->locked = table_slot_create(jt->rel, NULL);
 	jt->new = MakeSingleTupleTableSlot(RelationGetDescr(jt->rel),
@@ -269,16 +331,23 @@ dl_jobs_close(JobsTable *jt)
 	CommandCounterIncrement();
 }
 
+/* Start new as a copy of old, whose values it points to. */
+static void
+slot_copy_values(TupleTableSlot *old, TupleTableSlot *new)
+{
+	int			natts = old->tts_tupleDescriptor->natts;
+
+	slot_getallattrs(old);
+	ExecClearTuple(new);
+	memcpy(new->tts_values, old->tts_values, natts * sizeof(Datum));
+	memcpy(new->tts_isnull, old->tts_isnull, natts * sizeof(bool));
+}
+
 /* Start jt->new as a copy of jt->old, whose values it points to. */
 void
 dl_jobs_new_from_old(JobsTable *jt)
 {
-	int			natts = RelationGetDescr(jt->rel)->natts;
-
-	slot_getallattrs(jt->old);
-	ExecClearTuple(jt->new);
-	memcpy(jt->new->tts_values, jt->old->tts_values, natts * sizeof(Datum));
-	memcpy(jt->new->tts_isnull, jt->old->tts_isnull, natts * sizeof(bool));
+	slot_copy_values(jt->old, jt->new);
 }
 
 void
@@ -363,31 +432,13 @@ dl_jobs_lock_or_skip(JobsTable *jt, Snapshot snapshot)
 
 /*
  * Replace the version in jt->old by jt->new, waiting for whoever holds it
- * if wait, and add its index entries.  jt->new may point into jt->old: the
- * update copies its values into a tuple of its own before it touches the
- * page.
+ * if wait, and add its index entries.
  */
 TM_Result
 dl_jobs_update(JobsTable *jt, Snapshot snapshot, bool wait)
 {
-	TM_FailureData tmfd;
-	LockTupleMode lockmode;
-	DlUpdateIndexes update_indexes;
-	TM_Result	result;
-
-	ExecStoreVirtualTuple(jt->new);
-	result = table_tuple_update(jt->rel, &jt->old->tts_tid, jt->new, jt->cid,
-								snapshot, InvalidSnapshot, wait, &tmfd,
-								&lockmode, &update_indexes);
-	if (result == TM_Ok && dl_indexes_changed(update_indexes))
-	{
-		/* a deferred unique or exclusion check would be left to us */
-		if (dl_insert_index_tuples(jt->result_rel, jt->new, jt->estate,
-								   update_indexes) != NIL)
-			elog(ERROR, "unexpected deferred index check on distlock.jobs");
-		ResetPerTupleExprContext(jt->estate);
-	}
-	return result;
+	return update_version(jt->rel, &jt->old->tts_tid, jt->new, jt->cid,
+						  snapshot, wait, jt->estate, jt->result_rel);
 }
 
 /*
@@ -717,4 +768,75 @@ dl_version_lock(Oid relid, ItemPointer tid, TransactionId xmin,
 				 (int) result);
 	}
 	return false;				/* keep compiler quiet */
+}
+
+/*
+ * Begin rewriting the version of relid at tid that this transaction has
+ * locked (dl_version_lock()), in place of an UPDATE ... WHERE ctid = $1
+ * that sets the columns listed: ru->old holds the version, ru->new starts
+ * as a copy of it for dl_row_update_set().  Returns false, opening
+ * nothing, where the SQL statement must run instead: at REPEATABLE READ
+ * and SERIALIZABLE (the statement's snapshot checks), with
+ * distlock.direct_path off, and when the table has a trigger or anything
+ * else only the executor applies (table_plain(), update_open()).
+ */
+bool
+dl_row_update_begin(RowUpdate *ru, Oid relid, ItemPointer tid,
+					const AttrNumber *updated, int nupdated)
+{
+	if (!dl_direct_path || IsolationUsesXactSnapshot())
+		return false;
+	/* what this transaction did so far is visible to our snapshot */
+	CommandCounterIncrement();
+	ru->rel = table_open(relid, RowExclusiveLock);
+	if (ru->rel->trigdesc != NULL || !table_plain(ru->rel) ||
+		!update_open(ru->rel, updated, nupdated, &ru->estate,
+					 &ru->result_rel))
+	{
+		table_close(ru->rel, NoLock);
+		return false;
+	}
+	ru->snapshot = RegisterSnapshot(GetLatestSnapshot());
+	ru->old = table_slot_create(ru->rel, NULL);
+	/* locked by us, so still the latest version, and visible */
+	if (!table_tuple_fetch_row_version(ru->rel, tid, ru->snapshot, ru->old))
+		elog(ERROR, "locked row of \"%s\" not found",
+			 RelationGetRelationName(ru->rel));
+	ru->new = MakeSingleTupleTableSlot(RelationGetDescr(ru->rel),
+									   &TTSOpsVirtual);
+	slot_copy_values(ru->old, ru->new);
+	return true;
+}
+
+void
+dl_row_update_set(RowUpdate *ru, AttrNumber att, Datum value, bool isnull)
+{
+	ru->new->tts_values[att - 1] = value;
+	ru->new->tts_isnull[att - 1] = isnull;
+}
+
+/*
+ * Write ru->new in place of ru->old, which nobody else can have changed
+ * since we locked it, and close what dl_row_update_begin() opened.
+ */
+void
+dl_row_update_end(RowUpdate *ru)
+{
+	TM_Result	result;
+
+	/* our own lock is no conflict; with nothing else to wait for, no wait */
+	result = update_version(ru->rel, &ru->old->tts_tid, ru->new,
+							GetCurrentCommandId(true), ru->snapshot, true,
+							ru->estate, ru->result_rel);
+	if (result != TM_Ok)
+		elog(ERROR, "unexpected result %d updating a locked row of \"%s\"",
+			 (int) result, RelationGetRelationName(ru->rel));
+	ExecDropSingleTupleTableSlot(ru->old);
+	ExecDropSingleTupleTableSlot(ru->new);
+	ExecCloseIndices(ru->result_rel);
+	FreeExecutorState(ru->estate);
+	UnregisterSnapshot(ru->snapshot);
+	table_close(ru->rel, NoLock);
+	/* our update is visible to the rest of the call */
+	CommandCounterIncrement();
 }
