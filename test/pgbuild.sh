@@ -86,18 +86,24 @@ apt-get "${aptopts[@]}" -qq update >&2
 echo "building PostgreSQL $major with assertions (log: $log)" >&2
 start=$(date +%s)
 (
-	cd "$src/tree"
+	# Run from a make recipe (make test-assert), MAKELEVEL would say this
+	# is not a top-level make, and PostgreSQL's makefiles build their
+	# generated headers (utils/errcodes.h...) only in a top-level make.
+	unset MAKELEVEL MAKEFLAGS MFLAGS
+	# "set -e" does not apply in a subshell whose status "||" tests: each
+	# step stops the build itself.
+	cd "$src/tree" &&
 	./configure --prefix="$prefix" --enable-cassert --enable-debug \
 		--with-icu --with-openssl --with-lz4 --with-zstd --with-libxml \
-		--without-readline CFLAGS="-O2 -g"
-	make -j"$(nproc)"
-	make install
+		--without-readline CFLAGS="-O2 -g" &&
+	make -j"$(nproc)" &&
+	make install &&
 	# What distlock's suites use: the regression and isolation drivers,
 	# and the contrib modules its tests and benchmarks load.
-	make -C src/test/regress install
-	make -C src/test/isolation install
+	make -C src/test/regress install &&
+	make -C src/test/isolation install || exit 1
 	for m in amcheck pg_stat_statements pg_walinspect pgcrypto test_decoding; do
-		make -C "contrib/$m" install
+		make -C "contrib/$m" install || exit 1
 	done
 ) >"$log" 2>&1 || {
 	tail -40 "$log" >&2
