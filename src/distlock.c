@@ -66,7 +66,7 @@ void
 _PG_init(void)
 {
 	DefineCustomBoolVariable("distlock.direct_path",
-							 "Lets claims and acknowledgements at READ COMMITTED work on the tables directly.",
+							 "Lets claims, acknowledgements and lease grants, renewals and releases at READ COMMITTED write the tables directly.",
 							 "When off, they run as SQL statements, as at the stricter isolation levels. "
 							 "Both give the same results; the direct path is faster.",
 							 &dl_direct_path,

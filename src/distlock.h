@@ -322,6 +322,8 @@ typedef struct LatestRead
 } LatestRead;
 
 extern void dl_latest_open(LatestRead *lr, Oid relid, LOCKMODE lockmode);
+extern void dl_latest_open_as(LatestRead *lr, Oid relid, LOCKMODE lockmode,
+							  const LatestRead *other);
 extern void dl_latest_scan(LatestRead *lr, Oid indexid,
 						   StrategyNumber strategy, RegProcedure proc,
 						   Datum value);
@@ -344,7 +346,8 @@ typedef struct RowUpdate
 } RowUpdate;
 
 extern bool dl_row_update_begin(RowUpdate *ru, Oid relid, ItemPointer tid,
-								const AttrNumber *updated, int nupdated);
+								const AttrNumber *updated, int nupdated,
+								const AttrNumber *nullable, int nnullable);
 extern void dl_row_update_set(RowUpdate *ru, AttrNumber att, Datum value,
 							  bool isnull);
 extern void dl_row_update_end(RowUpdate *ru);
@@ -421,7 +424,8 @@ extern bool dl_session_use(DistlockCall *call, Datum session_id,
 extern void dl_session_expired_error(Datum session_id);
 extern bool dl_session_still_live(Datum session_id, TimestampTz *expires);
 extern bool dl_session_is_live(Datum session_id, bool busy_is_live);
-extern bool dl_session_expiry(Datum session_id, TimestampTz *expires);
+extern bool dl_session_expiry(Datum session_id, const LatestRead *as_of,
+							  TimestampTz *expires);
 extern bool dl_session_acting(DistlockCall *call, Datum session_id);
 extern bool dl_session_end_nowait(Datum session_id);
 extern int	dl_reap_expired(TimestampTz now, int limit);

@@ -176,9 +176,9 @@ lease_time(TupleTableSlot *slot, AttrNumber att, TimestampTz *value)
 
 /*
  * Read the row of lock name into *row, as last committed and as this
- * transaction has changed it, by locks_pkey, and then the expiry of its
- * holder's session, if it has one, by sessions_pkey (session.c); false if
- * the name has no row.  Neither row is locked (see the header comment).
+ * transaction has changed it, by locks_pkey, and the expiry of its
+ * holder's session, if it has one, by sessions_pkey under the same
+ * snapshot (session.c); false if the name has no row.  Neither row is locked (see the header comment).
  * At REPEATABLE READ and SERIALIZABLE a version that the transaction's
  * snapshot does not see raises 40001, as a row lock would.
  */
@@ -217,11 +217,16 @@ lease_read(text *name, LeaseRow *row)
 	row->has_hold = lease_time(slot, cat->lock_hold_until, &row->hold_until);
 	row->created_by = DatumGetObjectId(slot_getattr(slot, cat->lock_created_by,
 													&isnull));
-	dl_latest_close(&lr);
 
-	/* what its heartbeats promised, read after the lock row */
+	/*
+	 * The session as of the same instant: one read later could find the
+	 * session closed after its lease moved to another session of the same
+	 * owner, and refuse that owner's renewal of a lease that was its own
+	 * all along.  What its heartbeats promised is read after the row.
+	 */
 	row->has_holder_expiry = row->has_session &&
-		dl_session_expiry(row->session_id, &row->holder_expires);
+		dl_session_expiry(row->session_id, &lr, &row->holder_expires);
+	dl_latest_close(&lr);
 
 	dl_version_check_visible(cat->locks, &row->tid, row->xmin);
 	return true;
@@ -266,6 +271,7 @@ lease_write(LeaseRow *row, LeaseChange change, Datum *values,
 	const DistlockCatalog *cat = dl_catalog();
 	AttrNumber	updated[8];
 	int			nupdated = 0;
+	AttrNumber	nullable[4];
 	RowUpdate	ru;
 	bool		isnull;
 	int64		token;
@@ -286,7 +292,14 @@ lease_write(LeaseRow *row, LeaseChange change, Datum *values,
 	updated[nupdated++] = cat->lock_renewed_at;
 	updated[nupdated++] = cat->lock_expires_at;
 
-	if (!dl_row_update_begin(&ru, cat->locks, &row->tid, updated, nupdated))
+	/* the columns grant_stmt, renew_stmt or release_stmt may set to NULL */
+	nullable[0] = cat->lock_owner;
+	nullable[1] = cat->lock_session_id;
+	nullable[2] = cat->lock_expires_at;
+	nullable[3] = cat->lock_hold_until;
+
+	if (!dl_row_update_begin(&ru, cat->locks, &row->tid, updated, nupdated,
+							 nullable, lengthof(nullable)))
 	{
 		DistlockStmt *stmt = lease_stmts[change];
 

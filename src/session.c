@@ -184,25 +184,29 @@ typedef enum SessionState
 } SessionState;
 
 /*
- * Read session_id's row as committed now, and as this transaction has
- * changed it so far: its expiry (if expires is given: the heartbeats'
- * promise, beat.c, from the row's expires_at) and created_by; and, if
- * asked, the row's expires_at itself and the session's ttl.  Returns false
+ * Read session_id's row as committed now (or as of the snapshot of read
+ * as_of), and as this transaction has changed it so far: its expiry (if
+ * expires is given: the heartbeats' promise, beat.c, from the row's
+ * expires_at) and created_by; and, if asked, the row's expires_at itself
+ * and the session's ttl.  Returns false
  * if there is none.  If others_expired is given, it is set to whether any
  * session had expired when the row was read (for claim's reaping).  A
  * plain read, without a row lock: the header comment says when that can
  * be trusted.
  */
 static bool
-session_read_row(Datum session_id, TimestampTz *expires, Oid *creator,
-				 bool *others_expired, TimestampTz *row_expires,
-				 Interval **ttl)
+session_read_row(const LatestRead *as_of, Datum session_id,
+				 TimestampTz *expires, Oid *creator, bool *others_expired,
+				 TimestampTz *row_expires, Interval **ttl)
 {
 	const DistlockCatalog *cat = dl_catalog();
 	LatestRead	lr;
 	bool		found;
 
-	dl_latest_open(&lr, cat->sessions, AccessShareLock);
+	if (as_of)
+		dl_latest_open_as(&lr, cat->sessions, AccessShareLock, as_of);
+	else
+		dl_latest_open(&lr, cat->sessions, AccessShareLock);
 	dl_latest_scan(&lr, cat->sessions_pkey, BTEqualStrategyNumber, F_UUID_EQ,
 				   session_id);
 	found = dl_latest_next(&lr);
@@ -248,8 +252,8 @@ static bool
 session_read(Datum session_id, TimestampTz *expires, Oid *creator,
 			 bool *others_expired)
 {
-	return session_read_row(session_id, expires, creator, others_expired,
-							NULL, NULL);
+	return session_read_row(NULL, session_id, expires, creator,
+							others_expired, NULL, NULL);
 }
 
 /* Kinds of session lock tag (field4 of an advisory tag; core uses 1, 2). */
@@ -503,16 +507,18 @@ dl_session_is_live(Datum session_id, bool busy_is_live)
 }
 
 /*
- * The expiry of session_id as last committed (what its heartbeats promised:
- * beat.c), read without a row lock; false if it has no row.  For a lease
- * judged on the lock row read just before (lease.c).
+ * The expiry of session_id (what its heartbeats promised: beat.c) as of
+ * the snapshot of read as_of, without a row lock; false if it has no row.
+ * For a lease judged on the lock row as_of read (lease.c).
  */
 bool
-dl_session_expiry(Datum session_id, TimestampTz *expires)
+dl_session_expiry(Datum session_id, const LatestRead *as_of,
+				  TimestampTz *expires)
 {
 	Oid			creator;
 
-	return session_read(session_id, expires, &creator, NULL);
+	return session_read_row(as_of, session_id, expires, &creator, NULL, NULL,
+							NULL);
 }
 
 /*
@@ -911,7 +917,8 @@ heartbeat_in_memory(Datum session_id, bool *live)
 	if (IsolationUsesXactSnapshot() ||
 		!session_lock(session_id, SESSION_TAG_USE, ShareLock, true))
 		return false;
-	if (!session_read_row(session_id, &expires, &creator, NULL, &row, &ttl))
+	if (!session_read_row(NULL, session_id, &expires, &creator, NULL, &row,
+						  &ttl))
 	{
 		session_unlock(session_id, SESSION_TAG_USE, ShareLock);
 		*live = false;

@@ -617,15 +617,33 @@ dl_jobs_scan_end(IndexScanDesc scan)
  * commands of this statement did is visible too (a close before a claim in
  * one SELECT).
  */
+static void
+latest_open(LatestRead *lr, Oid relid, LOCKMODE lockmode, Snapshot snapshot)
+{
+	lr->rel = table_open(relid, lockmode);
+	lr->slot = table_slot_create(lr->rel, NULL);
+	/* taken once the table is locked, as a statement takes its own */
+	lr->snapshot = RegisterSnapshot(snapshot ? snapshot : GetLatestSnapshot());
+	lr->index = NULL;
+	lr->scan = NULL;
+}
+
 void
 dl_latest_open(LatestRead *lr, Oid relid, LOCKMODE lockmode)
 {
 	CommandCounterIncrement();
-	lr->rel = table_open(relid, lockmode);
-	lr->slot = table_slot_create(lr->rel, NULL);
-	lr->snapshot = RegisterSnapshot(GetLatestSnapshot());
-	lr->index = NULL;
-	lr->scan = NULL;
+	latest_open(lr, relid, lockmode, NULL);
+}
+
+/*
+ * dl_latest_open() under the snapshot of another read still open, so that
+ * the two tables are read as of one instant, as a join reads them.
+ */
+void
+dl_latest_open_as(LatestRead *lr, Oid relid, LOCKMODE lockmode,
+				  const LatestRead *other)
+{
+	latest_open(lr, relid, lockmode, other->snapshot);
 }
 
 static void
@@ -773,23 +791,32 @@ dl_version_lock(Oid relid, ItemPointer tid, TransactionId xmin,
 /*
  * Begin rewriting the version of relid at tid that this transaction has
  * locked (dl_version_lock()), in place of an UPDATE ... WHERE ctid = $1
- * that sets the columns listed: ru->old holds the version, ru->new starts
- * as a copy of it for dl_row_update_set().  Returns false, opening
- * nothing, where the SQL statement must run instead: at REPEATABLE READ
- * and SERIALIZABLE (the statement's snapshot checks), with
- * distlock.direct_path off, and when the table has a trigger or anything
+ * that sets the columns listed (updated), some of them perhaps to NULL
+ * (nullable): ru->old holds the version, ru->new starts as a copy of it
+ * for dl_row_update_set().  Returns false, opening nothing, where the SQL
+ * statement must run instead: at REPEATABLE READ and SERIALIZABLE (the
+ * statement's snapshot checks), with distlock.direct_path off, and when
+ * the table has a trigger, a NOT NULL on a nullable column, or anything
  * else only the executor applies (table_plain(), update_open()).
  */
 bool
 dl_row_update_begin(RowUpdate *ru, Oid relid, ItemPointer tid,
-					const AttrNumber *updated, int nupdated)
+					const AttrNumber *updated, int nupdated,
+					const AttrNumber *nullable, int nnullable)
 {
+	bool		plain;
+
 	if (!dl_direct_path || IsolationUsesXactSnapshot())
 		return false;
 	/* what this transaction did so far is visible to our snapshot */
 	CommandCounterIncrement();
 	ru->rel = table_open(relid, RowExclusiveLock);
-	if (ru->rel->trigdesc != NULL || !table_plain(ru->rel) ||
+	plain = ru->rel->trigdesc == NULL && table_plain(ru->rel);
+	/* a NOT NULL the owner added where we may write NULL: ExecUpdate's */
+	for (int i = 0; plain && i < nnullable; i++)
+		plain = !TupleDescAttr(RelationGetDescr(ru->rel),
+							   nullable[i] - 1)->attnotnull;
+	if (!plain ||
 		!update_open(ru->rel, updated, nupdated, &ru->estate,
 					 &ru->result_rel))
 	{
@@ -824,7 +851,11 @@ dl_row_update_end(RowUpdate *ru)
 {
 	TM_Result	result;
 
-	/* our own lock is no conflict; with nothing else to wait for, no wait */
+	/*
+	 * wait: heap_update() finds our own lock in the way (TM_BeingModified)
+	 * and goes ahead only when it may wait; nobody else holds the version,
+	 * so it never does.
+	 */
 	result = update_version(ru->rel, &ru->old->tts_tid, ru->new,
 							GetCurrentCommandId(true), ru->snapshot, true,
 							ru->estate, ru->result_rel);

@@ -96,6 +96,15 @@ ALTER TABLE distlock.locks DROP CONSTRAINT short_leases;
 SELECT distlock.renew('checked', 'o3', NULL);
 SELECT distlock.release('checked', 'o3');
 
+-- a NOT NULL on a column a release empties is checked (the direct path
+-- steps aside; with no lock rows, the constraint can be added)
+BEGIN;
+DELETE FROM distlock.locks;
+ALTER TABLE distlock.locks ALTER COLUMN owner SET NOT NULL;
+SELECT distlock.try_acquire('not-null', 'o4', '1 minute') IS NOT NULL AS granted;
+SELECT attempt($$distlock.release('not-null', 'o4')$$);
+ROLLBACK;
+
 -- the indexes agree with the table after both paths
 SET enable_seqscan = off;
 SELECT created_by, count(*) AS by_index FROM distlock.locks
