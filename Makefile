@@ -90,7 +90,8 @@ ISOLATION = \
 	producer_cleanup \
 	claim_position \
 	heartbeat_memory \
-	token_rebase
+	token_rebase \
+	lease_session_snapshot
 
 REGRESS_OPTS = --inputdir=test
 ISOLATION_OPTS = --inputdir=test

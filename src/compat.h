@@ -18,7 +18,8 @@
  *	  PGPROC number is MyProcNumber; the DSM registry gives shared memory
  *	  to a library that was not preloaded.
  *	- 18: ExecInitRangeTable() takes the unpruned relations, and
- *	  index_beginscan() an instrumentation struct.
+ *	  index_beginscan() an instrumentation struct; tables may have virtual
+ *	  generated columns.
  *	- Minor releases of 2025 (all majors): the byte of WalSndCtlData that
  *	  says whether synchronous standbys are defined became flags, which
  *	  also say whether the checkpointer has read synchronous_standby_names.
@@ -91,6 +92,13 @@ dl_init_update_range_table(EState *estate, RangeTblEntry *rte,
 	ExecInitRangeTable(estate, list_make1(rte));
 #endif
 }
+
+/* Whether a table has virtual generated columns (18 has them). */
+#if PG_VERSION_NUM >= 180000
+#define dl_has_generated_virtual(constr)	((constr)->has_generated_virtual)
+#else
+#define dl_has_generated_virtual(constr)	false
+#endif
 
 /* index_beginscan() without instrumentation. */
 #if PG_VERSION_NUM >= 180000

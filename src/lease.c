@@ -178,8 +178,8 @@ lease_time(TupleTableSlot *slot, AttrNumber att, TimestampTz *value)
  * Read the row of lock name into *row, as last committed and as this
  * transaction has changed it, by locks_pkey, and the expiry of its
  * holder's session, if it has one, by sessions_pkey under the same
- * snapshot (session.c); false if the name has no row.  Neither row is locked (see the header comment).
- * At REPEATABLE READ and SERIALIZABLE a version that the transaction's
+ * snapshot (session.c); false if the name has no row.  Neither row is
+ * locked (see the header comment).  At REPEATABLE READ and SERIALIZABLE a version that the transaction's
  * snapshot does not see raises 40001, as a row lock would.
  */
 static bool

@@ -27,14 +27,15 @@
  *
  * A lease's lock row, once locked (dl_version_lock()), is rewritten the
  * same way (dl_row_update_begin(), lease.c), where distlock.locks has no
- * trigger and nothing else table_plain() or update_open() refuses.
+ * trigger, no NOT NULL on a column the lease may empty, and nothing else
+ * table_plain() or update_open() refuses.
  *
  * dl_jobs_open() says where the direct paths do not apply: at REPEATABLE
  * READ and SERIALIZABLE (a job changed since the transaction's snapshot
  * must fail with 40001, as the SQL paths do through the executor), when
  * distlock.direct_path is off, and when distlock.jobs has something only
  * the executor applies: a trigger, a rule, forced row security, a CHECK
- * constraint, a stored generated column, an inheritance child, an invalid
+ * constraint, a generated column, an inheritance child, an invalid
  * or deferred index, a table access method other than heap, or a server
  * with an ExecutorCheckPerms_hook.
  *
@@ -81,9 +82,10 @@
  * Whether an UPDATE of rel would do nothing but what the direct paths do,
  * triggers aside: a heap table (they read its versions' headers:
  * dl_jobs_lock_or_skip(), version_fetch()), no rule or forced row
- * security, no CHECK constraint or stored generated column (ExecUpdate
- * would check or compute them), no inheritance children, and no
- * ExecutorCheckPerms_hook that would want to see the statement (sepgsql).
+ * security, no CHECK constraint or generated column (ExecUpdate would
+ * check or compute them; a virtual one, PostgreSQL 18, may be NOT NULL),
+ * no inheritance children, and no ExecutorCheckPerms_hook that would want
+ * to see the statement (sepgsql).
  * Only the table's owner can add any of these; the SQL paths then apply
  * them.
  */
@@ -97,7 +99,8 @@ table_plain(Relation rel)
 		!rel->rd_rel->relforcerowsecurity &&
 		!rel->rd_rel->relhassubclass &&
 		(constr == NULL ||
-		 (constr->num_check == 0 && !constr->has_generated_stored)) &&
+		 (constr->num_check == 0 && !constr->has_generated_stored &&
+		  !dl_has_generated_virtual(constr))) &&
 		ExecutorCheckPerms_hook == NULL;
 }
 
@@ -611,23 +614,24 @@ dl_jobs_scan_end(IndexScanDesc scan)
 	UnregisterSnapshot(snapshot);
 }
 
+/* Open table relid in lockmode for reads under snapshot (NULL: a new one). */
+static void
+latest_open(LatestRead *lr, Oid relid, LOCKMODE lockmode, Snapshot snapshot)
+{
+	lr->rel = table_open(relid, lockmode);
+	lr->slot = table_slot_create(lr->rel, NULL);
+	/* a new one is taken once the table is locked, as a statement's is */
+	lr->snapshot = RegisterSnapshot(snapshot ? snapshot : GetLatestSnapshot());
+	lr->index = NULL;
+	lr->scan = NULL;
+}
+
 /*
  * Open table relid in lockmode for reads as committed now: under one new
  * snapshot, taken after a CommandCounterIncrement so that what earlier
  * commands of this statement did is visible too (a close before a claim in
  * one SELECT).
  */
-static void
-latest_open(LatestRead *lr, Oid relid, LOCKMODE lockmode, Snapshot snapshot)
-{
-	lr->rel = table_open(relid, lockmode);
-	lr->slot = table_slot_create(lr->rel, NULL);
-	/* taken once the table is locked, as a statement takes its own */
-	lr->snapshot = RegisterSnapshot(snapshot ? snapshot : GetLatestSnapshot());
-	lr->index = NULL;
-	lr->scan = NULL;
-}
-
 void
 dl_latest_open(LatestRead *lr, Oid relid, LOCKMODE lockmode)
 {
@@ -637,7 +641,11 @@ dl_latest_open(LatestRead *lr, Oid relid, LOCKMODE lockmode)
 
 /*
  * dl_latest_open() under the snapshot of another read still open, so that
- * the two tables are read as of one instant, as a join reads them.
+ * the two tables are read as of one instant, as a join reads them.  The
+ * snapshot is older than the lock on relid, which is only a share lock
+ * against what the table's owner might run (a TRUNCATE committed in
+ * between would hide rows that were there; callers take a missing row as
+ * a reason to look again, on a new snapshot).
  */
 void
 dl_latest_open_as(LatestRead *lr, Oid relid, LOCKMODE lockmode,
