@@ -179,8 +179,9 @@ lease_time(TupleTableSlot *slot, AttrNumber att, TimestampTz *value)
  * transaction has changed it, by locks_pkey, and the expiry of its
  * holder's session, if it has one, by sessions_pkey under the same
  * snapshot (session.c); false if the name has no row.  Neither row is
- * locked (see the header comment).  At REPEATABLE READ and SERIALIZABLE a version that the transaction's
- * snapshot does not see raises 40001, as a row lock would.
+ * locked (see the header comment).  At REPEATABLE READ and SERIALIZABLE a
+ * version that the transaction's snapshot does not see raises 40001, as a
+ * row lock would.
  */
 static bool
 lease_read(text *name, LeaseRow *row)
@@ -250,8 +251,9 @@ typedef enum LeaseChange
 	LEASE_RELEASE				/* release_stmt */
 } LeaseChange;
 
-static DistlockStmt *const lease_stmts[] = {&grant_stmt, &renew_stmt,
-&release_stmt};
+static DistlockStmt *const lease_stmts[] = {
+	&grant_stmt, &renew_stmt, &release_stmt
+};
 
 /*
  * Make change to the version of the lock row that lease_lock() locked,
