@@ -188,11 +188,10 @@ typedef enum SessionState
  * as_of), and as this transaction has changed it so far: its expiry (if
  * expires is given: the heartbeats' promise, beat.c, from the row's
  * expires_at) and created_by; and, if asked, the row's expires_at itself
- * and the session's ttl.  Returns false
- * if there is none.  If others_expired is given, it is set to whether any
- * session had expired when the row was read (for claim's reaping).  A
- * plain read, without a row lock: the header comment says when that can
- * be trusted.
+ * and the session's ttl.  Returns false if there is none.  If
+ * others_expired is given, it is set to whether any session had expired
+ * when the row was read (for claim's reaping).  A plain read, without a
+ * row lock: the header comment says when that can be trusted.
  */
 static bool
 session_read_row(const LatestRead *as_of, Datum session_id,

@@ -262,6 +262,19 @@ update_open(Relation rel, const AttrNumber *updated, int nupdated,
 }
 
 /*
+ * Close rel, opened for update_open(), and what update_open() set up; the
+ * updates made are visible to the rest of the call.
+ */
+static void
+update_close(Relation rel, EState *estate, ResultRelInfo *result_rel)
+{
+	ExecCloseIndices(result_rel);
+	FreeExecutorState(estate);
+	table_close(rel, NoLock);
+	CommandCounterIncrement();
+}
+
+/*
  * Replace the version of rel at tid by new, waiting for whoever holds it
  * if wait, and add its index entries as the update requires.  new may
  * point into the old version: the update copies its values into a tuple
@@ -327,11 +340,7 @@ dl_jobs_close(JobsTable *jt)
 	ExecDropSingleTupleTableSlot(jt->old);
 	ExecDropSingleTupleTableSlot(jt->locked);
 	ExecDropSingleTupleTableSlot(jt->new);
-	ExecCloseIndices(jt->result_rel);
-	FreeExecutorState(jt->estate);
-	table_close(jt->rel, NoLock);
-	/* our updates are visible to the rest of the call */
-	CommandCounterIncrement();
+	update_close(jt->rel, jt->estate, jt->result_rel);
 }
 
 /* Start new as a copy of old, whose values it points to. */
@@ -872,10 +881,6 @@ dl_row_update_end(RowUpdate *ru)
 			 (int) result, RelationGetRelationName(ru->rel));
 	ExecDropSingleTupleTableSlot(ru->old);
 	ExecDropSingleTupleTableSlot(ru->new);
-	ExecCloseIndices(ru->result_rel);
-	FreeExecutorState(ru->estate);
 	UnregisterSnapshot(ru->snapshot);
-	table_close(ru->rel, NoLock);
-	/* our update is visible to the rest of the call */
-	CommandCounterIncrement();
+	update_close(ru->rel, ru->estate, ru->result_rel);
 }
