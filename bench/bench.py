@@ -23,7 +23,8 @@ Environment: QUICK=1 (short rounds, smaller scaling sets), ROUNDS,
 ROUND_SECS, CLIENTS ("1 4 16"), PASSES ("on off": synchronous_commit),
 WORKLOADS (a subset of: lock contended heartbeat job1 job10 job100 enqueue
 floor scaling; and e2e and wake, which bench/run.sh runs with bench/e2e.py
-and bench/wake.py).
+and bench/wake.py; whatif, an experiment on distlock.jobs' indexes that
+runs only when named).
 """
 
 import csv
@@ -293,6 +294,96 @@ def lock_variants(nnames):
     ]
 
 
+# --- what if: the job cycle with fewer index entries ---------------------
+#
+# Not a configuration of distlock: an experiment that bounds what a change
+# of distlock.jobs' indexes could buy.  A claim and an acknowledgement each
+# update the job's row out of the partial indexes' predicates, so each
+# adds an entry to jobs_pkey and to one more index (jobs_running_session_idx,
+# jobs_finished_idx): four per job, where the SKIP LOCKED pair adds two.
+# Between rounds the "what if" variants replace those indexes, on this
+# throwaway cluster, with ones of the same names (distlock finds its
+# indexes by name) that take no entries: "2 index entries" empties the two;
+# "HOT" also drops the status predicates of jobs_claim_idx and
+# jobs_dedup_idx, so that no update of a job changes an indexed column and
+# PostgreSQL can update it in place (heap-only).  Reaping, retention and
+# deduplication do not work in those shapes; the job cycle runs as it
+# ships, on the direct path.  Opt-in: WORKLOADS=whatif.
+
+WHATIF_INDEXES = ("jobs_claim_idx", "jobs_dedup_idx", "jobs_running_session_idx",
+                  "jobs_finished_idx")
+WHATIF_SHAPES = {
+    "2 index entries": {
+        "jobs_running_session_idx": "(session_id) WHERE false",
+        "jobs_finished_idx": "(finished_at) WHERE false",
+    },
+    "HOT": {
+        "jobs_claim_idx": "(queue_owner, queue, priority DESC, run_at, id)",
+        "jobs_dedup_idx": "(queue_owner, queue, dedup_key) WHERE dedup_key IS NOT NULL",
+        "jobs_running_session_idx": "(id) WHERE false",
+        "jobs_finished_idx": "(id) WHERE false",
+    },
+}
+WHATIF_SHIPPED = {}
+
+
+def whatif_shape(db, shape):
+    """Give distlock.jobs the indexes of shape (None: as shipped)."""
+    if not WHATIF_SHIPPED:
+        for name in WHATIF_INDEXES:
+            WHATIF_SHIPPED[name] = db.one(
+                "SELECT pg_get_indexdef(%s::regclass)", (f"distlock.{name}",))
+    changed = WHATIF_SHAPES.get(shape, {})
+    for name in WHATIF_INDEXES:
+        unique = "UNIQUE " if name == "jobs_dedup_idx" else ""
+        ddl = (f"CREATE {unique}INDEX {name} ON distlock.jobs {changed[name]}"
+               if name in changed else WHATIF_SHIPPED[name])
+        db.run(f"DROP INDEX distlock.{name}")
+        db.run(ddl)
+
+
+def prep_whatif(shape):
+    def prep(db, clients, est):
+        db.run("TRUNCATE distlock.jobs")
+        whatif_shape(db, shape)
+        prep_distlock_jobs(db, clients, est)
+    return prep
+
+
+def whatif_variants():
+    d = {"batch": 1, "have_sid": 0, "jid": 0}
+    v = [Variant("distlock", "job_distlock.sql", "distlock", d, prep_whatif(None),
+                 jobs_counter("distlock.jobs"), fill_rate=5000)]
+    for shape in WHATIF_SHAPES:
+        v.append(Variant(f"distlock, what if: {shape}", "job_distlock.sql", "distlock", d,
+                         prep_whatif(shape), jobs_counter("distlock.jobs"), fill_rate=5000))
+    v.append(Variant("SQL SKIP LOCKED", "job_skiplocked.sql", "baseline", d, prep_tasks,
+                     jobs_counter("tasks", "state"), fill_rate=5000))
+    return v
+
+
+def whatif_report(results):
+    """The what-if shapes' throughput and WAL against SQL SKIP LOCKED's."""
+    out = []
+    for p in PASSES:
+        for shape in [None] + list(WHATIF_SHAPES):
+            name = f"distlock, what if: {shape}" if shape else "distlock"
+            parts = []
+            for c in CLIENTS:
+                a, b = results.get((p, "whatif", c, name)), results.get(
+                    (p, "whatif", c, "SQL SKIP LOCKED"))
+                if a and b and a.ops and b.ops:
+                    parts.append(f"{c}: {a.ops_per_s() / b.ops_per_s():.2f}x,"
+                                 f" {a.wal_per_op():.0f} vs {b.wal_per_op():.0f} B")
+            if parts:
+                out.append(f"- [report] job cycle, {shape or 'as shipped'}, vs SQL SKIP LOCKED"
+                           f" (sync {p}): " + "; ".join(parts))
+    return out
+
+
+# Groups run only when WORKLOADS names them.
+OPT_IN = {"whatif"}
+
 GROUPS = [
     ("lock", "lock acquire + release, uncontended (10,000 names)", CLIENTS,
      lock_variants(10000)),
@@ -316,6 +407,8 @@ GROUPS = [
         Variant("simple-update -N", None, "floor", {}, None, builtin="simple-update"),
         Variant("SELECT 1", "select1.sql", "floor", {}, None),
     ]),
+    ("whatif", "job cycle with fewer index entries, what if (jobs/s)", CLIENTS,
+     whatif_variants()),
 ]
 
 
@@ -744,12 +837,14 @@ def main():
         db.run("SELECT pg_stat_reset_shared('wal')")
         time.sleep(0.2)
         for key, title, clients_list, variants in GROUPS:
-            if ONLY and key not in ONLY:
+            if (ONLY or key in OPT_IN) and key not in ONLY:
                 continue
             vs = [v for v in variants
                   if not (v.needs == "pgq" and not HAVE_PGQ) and have.get(v.needs, True)]
             log(f"== synchronous_commit {passname}: {title}")
             run_group(db, key, clients_list, vs, results, passname)
+            if key == "whatif":
+                whatif_shape(db, None)
         if (not ONLY or "scaling" in ONLY) and passname == PASSES[0]:
             log(f"== synchronous_commit {passname}: scaling")
             run_scaling(db, results, passname)
@@ -762,9 +857,15 @@ def main():
         if len(lines) > 2:
             out += [f"synchronous_commit = {passname}", ""] + lines + [""]
         csv_rows += rows
-    out += ["Targets (issue 5):", ""] + targets(results)
-    out += ["", "Targets (issue 17; the end-to-end rows against graphile-worker"
-            " follow from bench/e2e.py):", ""] + targets17(results)
+    t5, t17 = targets(results), targets17(results)
+    if t5:
+        out += ["Targets (issue 5):", ""] + t5 + [""]
+    if t17:
+        out += ["Targets (issue 17; the end-to-end rows against graphile-worker"
+                " follow from bench/e2e.py):", ""] + t17 + [""]
+    if any(k[1] == "whatif" for k in results):
+        out += ["What if distlock.jobs' updates added fewer index entries (not a"
+                " configuration: bench/bench.py, WORKLOADS=whatif):", ""] + whatif_report(results)
     text = "\n".join(out) + "\n"
     print(text)
     with open(os.path.join(RESULTS, "latest.txt"), "w") as f:
