@@ -91,7 +91,8 @@ ISOLATION = \
 	claim_position \
 	heartbeat_memory \
 	token_rebase \
-	lease_session_snapshot
+	lease_session_snapshot \
+	reindex_concurrently
 
 REGRESS_OPTS = --inputdir=test
 ISOLATION_OPTS = --inputdir=test

@@ -239,3 +239,29 @@ dl_catalog(void)
 	}
 	return &catalog;
 }
+
+/*
+ * Called when one of distlock's tables has just been locked: looks the
+ * entries up again if taking the lock processed an invalidation of them,
+ * so that the index OIDs read from the catalog afterwards are those of the
+ * table's indexes now.
+ *
+ * Those read before the lock may be stale.  A transaction processes
+ * invalidations when it starts and when it takes a lock, so one in a
+ * transaction block that has not locked the table yet (or any, in the
+ * moment between its start and its lock) can still hold the OID of an
+ * index that REINDEX ... CONCURRENTLY has since swapped for a new one
+ * under the same name.  The old index is then marked dead and dropped
+ * after waiting only for the table's lockers of that moment: a call that
+ * kept its OID would scan an index no longer kept up to date, missing the
+ * jobs and rows added since (and a claim would move its queue's position
+ * past them), or fail to open it (XX000).  Once the table is locked, the
+ * index found is kept up to date until the lock is released: a later swap
+ * marks the old index dead only after every locker of the table, readers
+ * included, is gone (indexcmds.c, phase 5).
+ */
+void
+dl_catalog_locked(void)
+{
+	(void) dl_catalog();
+}

@@ -167,6 +167,8 @@ limit_count_locks(Oid role, int32 limit)
 	TupleTableSlot *slot;
 	int64		n = 0;
 
+	dl_catalog_locked();
+
 	if ((int64) RelationGetNumberOfBlocks(rel) * MaxHeapTuplesPerPage < limit)
 	{
 		table_close(rel, AccessShareLock);

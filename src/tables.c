@@ -319,6 +319,7 @@ dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
 	/* what this transaction did so far is visible to our snapshots */
 	CommandCounterIncrement();
 	jt->rel = table_open(jt->cat->jobs, RowExclusiveLock);
+	dl_catalog_locked();
 	if (!jobs_plain(jt->rel, jt->cat, &jt->positions) ||
 		!update_open(jt->rel, updated, nupdated, &jt->estate,
 					 &jt->result_rel))
@@ -628,6 +629,7 @@ static void
 latest_open(LatestRead *lr, Oid relid, LOCKMODE lockmode, Snapshot snapshot)
 {
 	lr->rel = table_open(relid, lockmode);
+	dl_catalog_locked();
 	lr->slot = table_slot_create(lr->rel, NULL);
 	/* a new one is taken once the table is locked, as a statement's is */
 	lr->snapshot = RegisterSnapshot(snapshot ? snapshot : GetLatestSnapshot());
