@@ -5,12 +5,14 @@
  *
  * The hot paths need the OIDs of distlock's schema, tables, indexes and
  * sequence, the attribute numbers of the columns they read and write, and
- * the OIDs of the job_status values.  None of these change while the
- * extension stays installed, so they are looked up on first use and kept
- * until a relcache invalidation names one of the relations (ALTER TABLE,
- * DROP EXTENSION, a REINDEX...) or a syscache invalidation touches
+ * the OIDs of the job_status values.  They are looked up on first use
+ * and kept until a relcache invalidation names one of the relations (ALTER
+ * TABLE, DROP EXTENSION, a REINDEX...) or a syscache invalidation touches
  * pg_namespace (the schema renamed or given a new owner); the next call
- * then looks them up again, as pg_cron does for its job table.
+ * then looks them up again, as pg_cron does for its job table.  Only an
+ * index's OID changes while the extension stays installed (REINDEX ...
+ * CONCURRENTLY), so a call reads index OIDs only once it has locked their
+ * table: see dl_catalog_after_lock().
  *
  * An invalidation can arrive while the entries are being looked up (any
  * catalog access may process the invalidation queue); each one bumps a
@@ -241,27 +243,27 @@ dl_catalog(void)
 }
 
 /*
- * Called when one of distlock's tables has just been locked: looks the
- * entries up again if taking the lock processed an invalidation of them,
- * so that the index OIDs read from the catalog afterwards are those of the
- * table's indexes now.
+ * Called when a call has just locked one of distlock's tables whose index
+ * OIDs it reads next: looks the entries up again if taking the lock
+ * processed an invalidation of them, so that those OIDs are of the table's
+ * indexes now.
  *
  * Those read before the lock may be stale.  A transaction processes
- * invalidations when it starts and when it takes a lock, so one in a
- * transaction block that has not locked the table yet (or any, in the
- * moment between its start and its lock) can still hold the OID of an
- * index that REINDEX ... CONCURRENTLY has since swapped for a new one
- * under the same name.  The old index is then marked dead and dropped
- * after waiting only for the table's lockers of that moment: a call that
- * kept its OID would scan an index no longer kept up to date, missing the
- * jobs and rows added since (and a claim would move its queue's position
- * past them), or fail to open it (XX000).  Once the table is locked, the
- * index found is kept up to date until the lock is released: a later swap
- * marks the old index dead only after every locker of the table, readers
- * included, is gone (indexcmds.c, phase 5).
+ * invalidations when it starts and when it takes a relation lock it does
+ * not hold yet, so one in a transaction block that has not locked the
+ * table yet (or any, in the moment between its start and its lock) can
+ * still hold the OID of an index that REINDEX ... CONCURRENTLY has since
+ * swapped for a new one under the same name.  The old index is then marked
+ * dead and dropped after waiting only for the table's lockers of that
+ * moment: a call that kept its OID would scan an index no longer kept up
+ * to date, missing the jobs and rows added since (and a claim would move
+ * its queue's position past them), or fail to open it (XX000).  Once the
+ * table is locked, the index found is kept up to date until the lock is
+ * released: a later swap marks the old index dead only after every locker
+ * of the table, readers included, is gone (indexcmds.c, phase 5).
  */
 void
-dl_catalog_locked(void)
+dl_catalog_after_lock(void)
 {
 	(void) dl_catalog();
 }

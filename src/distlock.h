@@ -237,7 +237,7 @@ extern uint64 dl_sha256_key(const uint8 *data, size_t len);
 
 /* catalog.c */
 extern const DistlockCatalog *dl_catalog(void);
-extern void dl_catalog_locked(void);
+extern void dl_catalog_after_lock(void);
 
 /* distlock.c */
 extern bool dl_direct_path;

@@ -167,7 +167,7 @@ limit_count_locks(Oid role, int32 limit)
 	TupleTableSlot *slot;
 	int64		n = 0;
 
-	dl_catalog_locked();
+	dl_catalog_after_lock();
 
 	if ((int64) RelationGetNumberOfBlocks(rel) * MaxHeapTuplesPerPage < limit)
 	{

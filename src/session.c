@@ -604,6 +604,18 @@ session_running_left(Datum session_id)
 	dl_latest_open(&lr, cat->jobs, AccessShareLock);
 	dl_latest_scan(&lr, cat->jobs_running_session_idx, BTEqualStrategyNumber,
 				   F_UUID_EQ, session_id);
+	if (!lr.index->rd_index->indisvalid &&
+		RelationGetRelid(lr.index) != dl_catalog()->jobs_running_session_idx)
+	{
+		/*
+		 * Locking the index processed the commit of a REINDEX ...
+		 * CONCURRENTLY that gave its name to a new index: the old one, still
+		 * kept up to date while we hold the table, is no longer valid, and
+		 * the name (looked up again above) leads to the new one.
+		 */
+		dl_latest_scan(&lr, cat->jobs_running_session_idx,
+					   BTEqualStrategyNumber, F_UUID_EQ, session_id);
+	}
 	if (!lr.index->rd_index->indisvalid || !lr.index->rd_index->indisready)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

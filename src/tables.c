@@ -149,20 +149,44 @@ jobs_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
  * the backend: ExecInsertIndexTuples() would otherwise plan and compile
  * each of them again for every call (an estate lasts one call), which cost
  * a tenth of a complete().  An entry is used only for the index it was made
- * for and while the predicate is still the same tree.
+ * for and while the predicate is still the same tree.  An entry whose index
+ * is gone (a REINDEX ... CONCURRENTLY gives each index a new OID) makes
+ * room for another; nothing else can be using it, since the index could be
+ * dropped only once no transaction held its table.
  */
 typedef struct PredicateEntry
 {
 	Oid			index;
 	List	   *predicate;		/* as IndexInfo has it */
 	ExprState  *state;
+	MemoryContext cxt;			/* holds the two above, or NULL */
 } PredicateEntry;
 
 #define MAX_CACHED_PREDICATES	8
 
 static PredicateEntry predicates[MAX_CACHED_PREDICATES];
 static int	npredicates = 0;
-static MemoryContext predicate_cxt = NULL;
+
+/* A free entry, making one of an entry whose index is gone; NULL: none. */
+static PredicateEntry *
+predicate_free_entry(void)
+{
+	if (npredicates < MAX_CACHED_PREDICATES)
+		return &predicates[npredicates++];
+	for (int j = 0; j < npredicates; j++)
+	{
+		if (!SearchSysCacheExists1(RELOID,
+								   ObjectIdGetDatum(predicates[j].index)))
+		{
+			/* (an entry left incomplete by an error has InvalidOid) */
+			if (predicates[j].cxt)
+				MemoryContextDelete(predicates[j].cxt);
+			predicates[j].cxt = NULL;
+			return &predicates[j];
+		}
+	}
+	return NULL;
+}
 
 static void
 jobs_predicates(ResultRelInfo *rri)
@@ -186,20 +210,19 @@ jobs_predicates(ResultRelInfo *rri)
 			continue;
 		if (!entry)
 		{
-			if (npredicates == MAX_CACHED_PREDICATES)
+			entry = predicate_free_entry();
+			if (!entry)
 				continue;		/* the executor prepares it */
-			if (!predicate_cxt)
-				predicate_cxt = AllocSetContextCreate(TopMemoryContext,
-													  "distlock index predicates",
-													  ALLOCSET_SMALL_SIZES);
-			old = MemoryContextSwitchTo(predicate_cxt);
-			entry = &predicates[npredicates];
-			entry->index = index;
+			entry->index = InvalidOid;	/* until it is complete */
+			entry->cxt = AllocSetContextCreate(TopMemoryContext,
+											   "distlock index predicate",
+											   ALLOCSET_SMALL_SIZES);
+			old = MemoryContextSwitchTo(entry->cxt);
 			entry->predicate = copyObject(ii->ii_Predicate);
 			entry->state = ExecInitQual((List *) expression_planner((Expr *) copyObject(ii->ii_Predicate)),
 										NULL);
 			MemoryContextSwitchTo(old);
-			npredicates++;
+			entry->index = index;
 		}
 		ii->ii_PredicateState = entry->state;
 	}
@@ -319,7 +342,7 @@ dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
 	/* what this transaction did so far is visible to our snapshots */
 	CommandCounterIncrement();
 	jt->rel = table_open(jt->cat->jobs, RowExclusiveLock);
-	dl_catalog_locked();
+	dl_catalog_after_lock();
 	if (!jobs_plain(jt->rel, jt->cat, &jt->positions) ||
 		!update_open(jt->rel, updated, nupdated, &jt->estate,
 					 &jt->result_rel))
@@ -629,7 +652,7 @@ static void
 latest_open(LatestRead *lr, Oid relid, LOCKMODE lockmode, Snapshot snapshot)
 {
 	lr->rel = table_open(relid, lockmode);
-	dl_catalog_locked();
+	dl_catalog_after_lock();
 	lr->slot = table_slot_create(lr->rel, NULL);
 	/* a new one is taken once the table is locked, as a statement's is */
 	lr->snapshot = RegisterSnapshot(snapshot ? snapshot : GetLatestSnapshot());
