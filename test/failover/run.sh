@@ -70,8 +70,8 @@ for s in "${scenarios[@]}"; do
 	export PAF_FAILOVER=
 	case $s in
 		sync) i=1 repl=sync ;; async) i=2 repl=async ;; waiting) i=3 repl=sync ;;
-		paf-kill) i=4 repl=sync scenario=sync topology=$paf PAF_FAILOVER=kill ;;
-		paf-switchover) i=5 repl=sync scenario=sync topology=$paf PAF_FAILOVER=perform ;;
+		paf-kill) i=4 repl=sync scenario=paf topology=$paf PAF_FAILOVER=kill ;;
+		paf-switchover) i=5 repl=sync scenario=paf topology=$paf PAF_FAILOVER=perform ;;
 		*) echo "not ok - unknown scenario $s"; continue ;;
 	esac
 	d="$work/$s"
