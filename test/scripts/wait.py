@@ -93,9 +93,20 @@ class Call(threading.Thread):
     def elapsed(self):
         return self.ended - self.started
 
-    def waiting(self):
+    def inside(self):
         """Whether its backend is inside the CALL."""
         return one("SELECT state = 'active' FROM pg_stat_activity"
+                   " WHERE pid = %s", self.pid) is True
+
+    def waiting(self):
+        """Whether its backend is asleep in the CALL's wait: on its latch
+        (wake.c), or in the lock manager's line of a lock's waiters when
+        there is no shared memory.  Only being inside the CALL is not
+        enough: on a slow server the call can still be on its first look,
+        which a check (the acknowledgement committed, the order in line)
+        would then race."""
+        return one("SELECT state = 'active' AND wait_event_type IN"
+                   " ('Extension', 'Lock') FROM pg_stat_activity"
                    " WHERE pid = %s", self.pid) is True
 
 
@@ -113,6 +124,20 @@ def until_waiting(calls, timeout=10):
             return True
         time.sleep(0.02)
     return False
+
+
+def kept_alive(sid, call):
+    """distlock.heartbeat(sid) after call waited with it; if the session is
+    gone, a line saying how its row last stood, for the log."""
+    alive = one("SELECT distlock.heartbeat(%s)", sid)
+    if not alive:
+        row = one("SELECT format('last beat %%s s after its open, expiry %%s s"
+                  " before now', extract(epoch FROM heartbeat_at - created_at),"
+                  " extract(epoch FROM now() - expires_at))"
+                  " FROM distlock.sessions WHERE id = %s", sid)
+        print(f"# [{MODE}] session {sid} gone after a wait of"
+              f" {call.elapsed():.2f} s: {row or 'its row was reaped'}")
+    return alive
 
 
 def ids(jobs):
@@ -282,7 +307,7 @@ done = [w for w in waiters if not w.is_alive()]
 check("16 waiters and 1 job: one claims it", [ids(w.result) for w in done],
       [[job]])
 check("... and the other 15 keep waiting",
-      sum(1 for w in waiters if w.is_alive() and w.waiting()), 15)
+      sum(1 for w in waiters if w.is_alive() and w.inside()), 15)
 for w in waiters:
     w.join()
 check("... until their wait ends, with nothing",
@@ -311,7 +336,7 @@ brief = session("2 s")
 c = claim_wait("kept-alive", brief, "5 s")
 c.join()
 check("a waiting claim keeps its session alive past the session's ttl",
-      (c.result, one("SELECT distlock.heartbeat(%s)", brief)), ([], True))
+      (c.result, kept_alive(brief, c)), ([], True))
 
 # A claim that rolls back, in a subtransaction released into its parent,
 # gives its job back to a waiter.
@@ -373,17 +398,15 @@ holder = one("SELECT distlock.try_acquire('fifo', 'holder', '60 s')")
 order = []
 
 
-class Acquirer(threading.Thread):
+class Acquirer(Call):
     def __init__(self, i):
-        super().__init__(daemon=True)
+        super().__init__("CALL distlock.acquire('fifo', %s, '60 s',"
+                         " wait => '30 s')", (f"w{i}",))
         self.i = i
-        self.conn = connect()
         self.token = None
 
     def run(self):
-        self.token = self.conn.execute(
-            "CALL distlock.acquire('fifo', %s, '60 s', wait => '30 s')",
-            (f"w{self.i}",)).fetchone()[0]
+        self.token = self.conn.execute(self.sql, self.args).fetchone()[0]
         order.append(self.i)
         time.sleep(0.05)
         self.conn.execute("SELECT distlock.release('fifo', %s)",
@@ -395,7 +418,7 @@ for i in range(5):
     a = Acquirer(i)
     a.start()
     acquirers.append(a)
-    time.sleep(0.15)           # each joins the line after the one before
+    until_waiting([a])         # each joins the line after the one before
 time.sleep(0.3)
 one("SELECT distlock.release('fifo', 'holder')")
 for a in acquirers:
@@ -456,7 +479,7 @@ second = Call("CALL distlock.acquire('queued', 'b', '60 s', %s,"
 second.start()
 second.join()
 check("an acquirer waiting in line keeps its session alive",
-      (second.result, one("SELECT distlock.heartbeat(%s)", brief)),
+      (second.result, kept_alive(brief, second)),
       (None, True))
 admin.execute("SELECT pg_cancel_backend(%s)", (first.pid,))
 first.join()
