@@ -331,9 +331,12 @@ check("a job handed back from an expired session reaches a waiting claim",
       ids(c.result), [job])
 check("... long before the wait ends", c.elapsed() < 10, True)
 
-# A waiting claim keeps its session alive, past the session's ttl.
-brief = session("2 s")
-c = claim_wait("kept-alive", brief, "5 s")
+# A waiting claim keeps its session alive, past the session's ttl.  It
+# beats once half the ttl is left, so a stall of more than that (1 s with a
+# ttl of 2 s, seen once on a loaded machine) would let the session lapse:
+# a ttl of 3 s, and a wait of more than twice that.
+brief = session("3 s")
+c = claim_wait("kept-alive", brief, "7 s")
 c.join()
 check("a waiting claim keeps its session alive past the session's ttl",
       (c.result, kept_alive(brief, c)), ([], True))
@@ -473,9 +476,9 @@ one("SELECT distlock.try_acquire('queued', 'holder', '60 s')")
 first = Call("CALL distlock.acquire('queued', 'a', wait => '30 s')")
 first.start()
 until_waiting([first])
-brief = session("2 s")
+brief = session("3 s")     # as for the waiting claim above
 second = Call("CALL distlock.acquire('queued', 'b', '60 s', %s,"
-              " wait => '5 s')", (brief,))
+              " wait => '7 s')", (brief,))
 second.start()
 second.join()
 check("an acquirer waiting in line keeps its session alive",
