@@ -336,7 +336,10 @@ wait_next_due(Oid owner, text *queue, TimestampTz now)
  * Keep session_id alive while its worker waits in this call: a worker
  * blocked here is alive (were its client gone, the backend would end), but
  * cannot heartbeat.  Heartbeats the session once half its ttl is left, and
- * returns when it should next (DT_NOEND: never, the session is gone).
+ * returns when it should next (DT_NOEND: never, the session is gone or has
+ * expired; a waiter that kept beating an expired session would wake every
+ * millisecond until its wait ends, since the beat_at it returned would
+ * always be past).
  */
 static TimestampTz
 wait_keep_session(Datum session_id, TimestampTz now)
@@ -356,6 +359,9 @@ wait_keep_session(Datum session_id, TimestampTz now)
 			Interval   *ttl = DatumGetIntervalP(dl_getattr(0, 2, &isnull));
 
 			beat_at = expires - dl_interval_usecs(ttl) / 2;
+			/* expired: no heartbeat brings it back, nor should it be tried */
+			if (expires <= now)
+				beat_at = DT_NOEND;
 		}
 		dl_leave(&call);
 		if (beat_at > now || round == 1)

@@ -487,6 +487,37 @@ check("an acquirer waiting in line keeps its session alive",
 admin.execute("SELECT pg_cancel_backend(%s)", (first.pid,))
 first.join()
 
+# An acquirer in line whose session has already expired (a worker back
+# from a long pause with its old session) sleeps: it no longer beats it,
+# for a heartbeat that can never come back due kept waking it every
+# millisecond.  Where nothing reaps in the background: preloaded, the
+# background worker deletes the row within a second, which stops the
+# beats as well.
+if not PRELOAD:
+    one("SELECT distlock.try_acquire('lapsed', 'holder', '60 s')")
+    first = Call("CALL distlock.acquire('lapsed', 'a', wait => '30 s')")
+    first.start()
+    until_waiting([first])
+    lapsed = session("1 s")
+    time.sleep(1.2)
+    late = Call("CALL distlock.acquire('lapsed', 'b', '60 s', %s,"
+                " wait => '5 s')", (lapsed,))
+    late.start()
+    # not until_waiting(): a waiter that spins is never seen asleep
+    time.sleep(0.5)
+    before = cpu_seconds(late.pid)
+    time.sleep(2)
+    used = cpu_seconds(late.pid) - before
+    print(f"# [{MODE}] CPU time over 2 s of an acquirer in line with an"
+          f" expired session: {used:.3f} s")
+    check("an acquirer in line with an expired session sleeps",
+          (late.is_alive(), used <= (0.05 if WOKEN else 0.5)), (True, True))
+    late.join()
+    check("... until its wait ends, with NULL", (late.result, late.error),
+          (None, None))
+    admin.execute("SELECT pg_cancel_backend(%s)", (first.pid,))
+    first.join()
+
 # The holder's own acquire re-enters at once, ahead of the line.
 holder = one("SELECT distlock.try_acquire('reenter', 'holder', '60 s')")
 c = Call("CALL distlock.acquire('reenter', 'other', wait => '30 s')")
