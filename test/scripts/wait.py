@@ -488,11 +488,11 @@ admin.execute("SELECT pg_cancel_backend(%s)", (first.pid,))
 first.join()
 
 # An acquirer in line whose session has already expired (a worker back
-# from a long pause with its old session) sleeps: it no longer beats it,
-# for a heartbeat that can never come back due kept waking it every
-# millisecond.  Where nothing reaps in the background: preloaded, the
-# background worker deletes the row within a second, which stops the
-# beats as well.
+# from a long pause with its old session) sleeps.  It used to try to beat
+# the session again and again: the beat was due in the past, so it woke
+# every millisecond until its wait ended.  Checked where nothing reaps in
+# the background: preloaded, the background worker deletes the row within
+# a second, which ends the beats too.
 if not PRELOAD:
     one("SELECT distlock.try_acquire('lapsed', 'holder', '60 s')")
     first = Call("CALL distlock.acquire('lapsed', 'a', wait => '30 s')")
