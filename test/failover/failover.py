@@ -68,13 +68,6 @@ SCENARIOS = {
                   soak=dict(COMMON, lock_clients=16, names=16, workers=8, jobs=45000,
                             duration=60, max_time=300, floors=dict(grants=600),
                             lag_s=2.0, lag_tokens=80, lag_max_s=8.0)),
-    # sync's workload on pg_auto_failover (paf-kill, paf-switchover), run
-    # 7 s longer: its monitor takes 3 to 7 s to promote (autofailover.sh's
-    # shortened timeouts), during which the clients get nothing done, so
-    # that as much of the run follows the promotion as in sync's.
-    "paf": dict(gate=dict(COMMON, jobs=6000, duration=21),
-                soak=dict(COMMON, lock_clients=16, names=16, workers=8, jobs=45000,
-                          duration=67, max_time=300, floors=dict(grants=600))),
     # Waiting calls in flight at the kill, with fewer other clients.
     "waiting": dict(gate=dict(COMMON, lock_clients=4, names=4, workers=2, jobs=3000,
                               duration=12, waiters=True, holder_ttl_ms=5000,
@@ -83,6 +76,12 @@ SCENARIOS = {
                               duration=30, waiters=True, holder_ttl_ms=5000,
                               wait_jobs=3, floors=dict(grants=150))),
 }
+# sync's workload on pg_auto_failover (paf-kill, paf-switchover), run 7 s
+# longer: its monitor takes 3 to 7 s to promote (autofailover.sh's
+# shortened timeouts), during which the clients get nothing done, so that
+# as much of the run follows the promotion as in sync's.
+SCENARIOS["paf"] = {mode: dict(p, duration=p["duration"] + 7)
+                    for mode, p in SCENARIOS["sync"].items()}
 for _name, _spec in SCENARIOS.items():
     W.SCENARIOS["failover-" + _name] = dict(title="failover (%s)" % _name, **_spec)
 
