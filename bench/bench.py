@@ -181,7 +181,7 @@ class Variant:
 
     def __init__(self, name, script, kind="baseline", defines=None,
                  prepare=None, counter=None, per_txn=1, builtin=None,
-                 needs=None, fill_rate=None, dead_table=None):
+                 needs=None, fill_rate=None, dead_table=None, settings=None):
         self.name = name
         self.script = script
         self.kind = kind            # distlock, baseline, floor
@@ -193,10 +193,14 @@ class Variant:
         self.needs = needs          # "pgq", "cc"
         self.fill_rate = fill_rate  # first guess of ops/s, to size fills
         self.dead_table = dead_table    # row versions it leaves dead, counted
+        self.settings = settings or {}  # role app's settings for its rounds
 
 
 def jobs_counter(table, col="status"):
-    return lambda db: int(db.one(f"SELECT count(*) FROM {table} WHERE {col} = 'completed'"))
+    """Jobs acknowledged so far, kept as completed or deleted: the completed
+    rows less the rows (nothing else adds or removes rows during a round)."""
+    return lambda db: int(db.one(f"SELECT count(*) FILTER (WHERE {col} = 'completed')"
+                                 f" - count(*) FROM {table}"))
 
 
 def prep_locks(db, clients, est):
@@ -260,10 +264,15 @@ def prep_enqueue(db, clients, est):
 
 
 def job_variants(batch):
-    d = {"batch": batch, "have_sid": 0, "jid": 0}
+    d = {"batch": batch, "have_sid": 0, "jid": 0, "del": 0}
     rate = {1: 5000, 10: 30000, 100: 60000}[batch]
     v = [Variant("distlock", "job_distlock.sql", "distlock", d, prep_distlock_jobs,
-                 jobs_counter("distlock.jobs"), fill_rate=rate)]
+                 jobs_counter("distlock.jobs"), fill_rate=rate),
+         # the same calls keeping no finished job: each acknowledgement
+         # deletes its job, as graphile-worker's completion does
+         Variant(DELETING, "job_distlock.sql", "distlock", d, prep_distlock_jobs,
+                 jobs_counter("distlock.jobs"), fill_rate=rate,
+                 settings={"distlock.job_retention": "0"})]
     if batch == 1:
         v.append(Variant("distlock complete_and_claim", "job_distlock_cc.sql", "distlock", d,
                          prep_distlock_jobs, jobs_counter("distlock.jobs"), needs="cc",
@@ -276,12 +285,20 @@ def job_variants(batch):
                          fill_rate=rate))
     v.append(Variant("SQL SKIP LOCKED", "job_skiplocked.sql", "baseline", d, prep_tasks,
                      jobs_counter("tasks", "state"), fill_rate=rate))
+    v.append(Variant(SL_DELETING, "job_skiplocked.sql", "baseline", dict(d, **{"del": 1}),
+                     prep_tasks, jobs_counter("tasks", "state"), fill_rate=rate))
     v.append(Variant("SQL SKIP LOCKED, 1 txn",
                      "job_skiplocked_1txn.sql" if batch == 1 else "job_skiplocked_batch_1txn.sql",
                      "baseline", d, prep_tasks, jobs_counter("tasks", "state"), fill_rate=rate))
     v.append(Variant("PgQ", "job_pgq.sql", "baseline", d, prep_pgq(batch),
                      lambda db: int(db.one(PGQ_CONSUMED)), needs="pgq", fill_rate=rate))
     return v
+
+
+# The job cycle where finished jobs are not kept: distlock with
+# distlock.job_retention 0, and SKIP LOCKED acknowledging with a DELETE.
+DELETING = "distlock, job_retention 0"
+SL_DELETING = "SQL SKIP LOCKED, DELETE"
 
 
 def lock_variants(nnames):
@@ -351,7 +368,7 @@ def prep_whatif(shape):
 
 
 def whatif_variants():
-    d = {"batch": 1, "have_sid": 0, "jid": 0}
+    d = {"batch": 1, "have_sid": 0, "jid": 0, "del": 0}
     v = [Variant("distlock", "job_distlock.sql", "distlock", d, prep_whatif(None),
                  jobs_counter("distlock.jobs"), fill_rate=5000)]
     for shape in WHATIF_SHAPES:
@@ -499,6 +516,17 @@ class Cell:
 
 def run_round(db, v, clients, est, tag, secs=SECS, prepare=True):
     """Prepare, run and measure one round; returns (ops, txns, secs, wal, lat)."""
+    # the variant's settings, for the pgbench clients' sessions only
+    for k, val in v.settings.items():
+        db.run(f"ALTER ROLE app SET {k} = {val}")
+    try:
+        return measure_round(db, v, clients, est, tag, secs, prepare)
+    finally:
+        for k in v.settings:
+            db.run(f"ALTER ROLE app RESET {k}")
+
+
+def measure_round(db, v, clients, est, tag, secs, prepare):
     for attempt in range(3):
         if prepare and v.prepare:
             v.prepare(db, clients, est)
@@ -555,7 +583,7 @@ def run_group(db, key, clients_list, variants, results, passname):
 SCALE_VARIANTS = [
     Variant("distlock", "job_distlock.sql", "distlock", {"batch": 1, "have_sid": 0},
             None, jobs_counter("distlock.jobs")),
-    Variant("SQL SKIP LOCKED", "job_skiplocked.sql", "baseline", {"batch": 1},
+    Variant("SQL SKIP LOCKED", "job_skiplocked.sql", "baseline", {"batch": 1, "del": 0},
             None, jobs_counter("tasks", "state")),
 ]
 
@@ -685,13 +713,13 @@ def check_ratio(out, results, label, p, g, clients, num, den, goal, both=False):
                    + ", ".join(parts) + f" (goal >= {goal}x)")
 
 
-def check_wal(out, results, p, g, clients, goal_label):
-    """distlock's WAL per job at or below SQL SKIP LOCKED's."""
+def check_wal(out, results, p, g, clients, goal_label, num="distlock", den="SQL SKIP LOCKED"):
+    """num's WAL per job at or below den's."""
     parts = []
     ok = True
     for c in clients:
-        a = results.get((p, g, c, "distlock"))
-        b = results.get((p, g, c, "SQL SKIP LOCKED"))
+        a = results.get((p, g, c, num))
+        b = results.get((p, g, c, den))
         if a and b and a.ops and b.ops:
             ok = ok and a.wal_per_op() <= b.wal_per_op()
             parts.append(f"{c}: {a.wal_per_op():.0f} vs {b.wal_per_op():.0f} B")
@@ -784,6 +812,19 @@ def targets17(results):
                     CLIENTS, "distlock complete_batch_and_claim", "SQL SKIP LOCKED, 1 txn", 1.3)
     for b in ("job1", "job10", "job100"):
         check_wal(out, results, p, b, CLIENTS, f"WAL per job <= SQL SKIP LOCKED ({b})")
+    # keeping no finished job: against the same SKIP LOCKED, and against
+    # SKIP LOCKED deleting its jobs too
+    for b in ("job1", "job10", "job100"):
+        check_wal(out, results, p, b, CLIENTS, f"WAL per job, {DELETING}, <= SQL SKIP LOCKED ({b})",
+                  DELETING)
+        check_wal(out, results, p, b, CLIENTS, f"WAL per job, {DELETING}, <= {SL_DELETING} ({b})",
+                  DELETING, SL_DELETING)
+    for den in ("SQL SKIP LOCKED", SL_DELETING):
+        check_ratio(out, results, f"job cycle, {DELETING}, vs {den}", p, "job1", CLIENTS,
+                    DELETING, den, 1.5)
+        for b in ("job10", "job100"):
+            check_ratio(out, results, f"batches of {b[3:]}, {DELETING}, vs {den}", p, b,
+                        CLIENTS, DELETING, den, 1.3)
     parts = []
     ok = True
     for c in CLIENTS:

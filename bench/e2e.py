@@ -36,6 +36,10 @@ same server, with synchronous_commit on:
                                  hand acknowledged and the next claimed in
                                  one transaction (job_distlock_cc.sql, as
                                  bench.py's complete_and_claim)
+  distlock, ... job_retention 0 the two "in one call" rows again with
+                                 distlock.job_retention 0 for the workers'
+                                 role: each acknowledgement deletes its
+                                 job, as graphile-worker's completion does
   distlock, one pool             one pgbench client looping claim(q, sid,
                                  10 x N) + complete_batch: the shape of
                                  graphile-worker's local queue (one fetch
@@ -54,8 +58,9 @@ through INSERT as bench.py fills it, graphile-worker through its
 graphile_worker.add_jobs) with more than the round can take, vacuumed,
 then a CHECKPOINT.  The workers start; after WARM_SECS the window opens:
 jobs completed are counted in the tables at its start and end (distlock:
-rows with status completed; graphile-worker deletes a completed job, so
-the rows that left its table), over ROUND_SECS.  A round whose queue ran
+rows with status completed, and rows that left the table with
+job_retention 0; graphile-worker deletes a completed job, so the rows that
+left its table), over ROUND_SECS.  A round whose queue ran
 low is run again with a larger fill.
 
 The semantics differ: graphile-worker completes a job with a plain DELETE
@@ -102,10 +107,12 @@ class Variant:
     """One way of working through the queue: graphile-worker in a mode of
     e2e.mjs, or distlock's job cycle with batches of batch jobs."""
 
-    def __init__(self, name, kind, mode, fill_rate, pool=False, script="job_distlock.sql"):
+    def __init__(self, name, kind, mode, fill_rate, pool=False, script="job_distlock.sql",
+                 keep=True):
         self.name, self.kind, self.mode, self.fill_rate = name, kind, mode, fill_rate
         self.pool = pool    # distlock: one client claiming mode x N jobs
         self.script = script
+        self.keep = keep    # distlock: False runs with distlock.job_retention 0
 
     def pgbench(self, n):
         """(the pgbench variant, its clients) for n workers."""
@@ -129,7 +136,8 @@ class Variant:
     def state(self, db):
         """(jobs completed so far, up to a constant; jobs left)."""
         if self.kind == "distlock":
-            return db.run("SELECT count(*) FILTER (WHERE status = 'completed'),"
+            # a job deleted by its acknowledgement has left the table
+            return db.run("SELECT count(*) FILTER (WHERE status = 'completed') - count(*),"
                           " count(*) FILTER (WHERE status = 'pending') FROM distlock.jobs")[0]
         left = db.one("SELECT count(*) FROM graphile_worker._private_jobs")
         return -left, left
@@ -141,6 +149,9 @@ class Variant:
         # file, which cannot fill up and stop it as a pipe would
         err = tempfile.TemporaryFile("w+")
         variant, clients = self.pgbench(n)
+        # for the sessions pgbench opens, which read it at connection
+        db.run("ALTER ROLE app " + ("RESET distlock.job_retention" if self.keep
+                                    else "SET distlock.job_retention = 0"))
         p = subprocess.Popen(bench.pgbench_cmd(variant, clients, int(WARM + SECS + 60)),
                              stdout=subprocess.DEVNULL, stderr=err,
                              env=dict(os.environ, PGAPPNAME=APP))
@@ -157,6 +168,7 @@ class Variant:
         w.terminate()
         err = pgbench_err(w)
         wake.terminate(db, APP)
+        db.run("ALTER ROLE app RESET distlock.job_retention")
         return f"; pgbench: {err[-300:]}" if err else ""
 
 
@@ -178,6 +190,11 @@ VARIANTS = [
             script="job_distlock_bac.sql"),
     Variant("distlock, one job per call, in one call", "distlock", 1, 8000,
             script="job_distlock_cc.sql"),
+    # graphile-worker's retention: none
+    Variant(f"distlock, batches of {BATCH} in one call, job_retention 0", "distlock", BATCH,
+            40000, script="job_distlock_bac.sql", keep=False),
+    Variant("distlock, one job per call, in one call, job_retention 0", "distlock", 1, 8000,
+            script="job_distlock_cc.sql", keep=False),
 ]
 PAIRS = [  # issue 17's targets: (label, distlock, graphile-worker, goal)
     ("batched mode: distlock batches of 10 vs graphile-worker's local queue",
@@ -190,6 +207,12 @@ PAIRS = [  # issue 17's targets: (label, distlock, graphile-worker, goal)
     ("one job per call, each job acknowledged and the next claimed in one call"
      " (complete_and_claim) vs graphile-worker's one-job mode",
      VARIANTS[6].name, VARIANTS[0].name, 1.5),
+    ("the same batched mode keeping no finished job, as graphile-worker keeps none"
+     " (distlock.job_retention 0) vs graphile-worker's local queue",
+     VARIANTS[7].name, VARIANTS[1].name, 1.2),
+    ("the same one-job mode keeping no finished job (distlock.job_retention 0)"
+     " vs graphile-worker's one-job mode",
+     VARIANTS[8].name, VARIANTS[0].name, 1.5),
 ]
 
 
@@ -239,7 +262,8 @@ def report(results, variants):
                    " graphile-worker's local queue of 10 x N: " + ", ".join(parts))
     out += ["", "graphile-worker completes a job with a plain DELETE: no check that its worker"
             " is alive or still holds the job; distlock's complete checks that the session is"
-            " live and the job still its own, and keeps the row."]
+            " live and the job still its own, and keeps the row (with distlock.job_retention 0,"
+            " deletes it)."]
     return "\n".join(out) + "\n"
 
 

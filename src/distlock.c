@@ -91,7 +91,7 @@ _PG_init(void)
 							NULL);
 	DefineCustomIntVariable("distlock.job_retention",
 							"How long finished jobs are kept.",
-							"maintain() deletes completed, failed and cancelled jobs that finished longer ago; -1 keeps them.",
+							"maintain() deletes completed, failed and cancelled jobs that finished longer ago; -1 keeps them; at 0 an acknowledgement deletes its job.",
 							&dl_job_retention,
 							86400,
 							-1,

@@ -305,6 +305,7 @@ typedef enum DlLockResult
 
 extern DlLockResult dl_jobs_lock_or_skip(JobsTable *jt, Snapshot snapshot);
 extern TM_Result dl_jobs_update(JobsTable *jt, Snapshot snapshot, bool wait);
+extern TM_Result dl_jobs_delete(JobsTable *jt, Snapshot snapshot, bool wait);
 extern IndexScanDesc dl_index_scan(Relation heap, Relation index,
 								   Snapshot snapshot, StrategyNumber strategy,
 								   RegProcedure proc, Datum value);

@@ -22,7 +22,9 @@
  * running; an acknowledgement that comes after the session was reaped
  * finds the session gone.  Either way exactly one of them
  * takes effect, and the worker's own writes in the acknowledging transaction
- * commit only with an accepted acknowledgement.
+ * commit only with an accepted acknowledgement.  With distlock.job_retention
+ * 0 the accepted acknowledgement deletes the job instead of completing it,
+ * on the same conditions and under the same locks.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -164,6 +166,29 @@ static DistlockStmt complete_held_stmt = {
 	" AND session_id IS NOT DISTINCT FROM $2"
 	" RETURNING queue, queue_owner",
 	4, {INT8OID, UUIDOID, TIMESTAMPTZOID, JSONBOID}
+};
+
+/*
+ * complete_held_stmt and complete_batch_held_stmt where distlock.job_retention
+ * is 0, which keeps no finished job: the acknowledgement deletes the job
+ * (queue_keeps_completed()).
+ */
+static DistlockStmt complete_delete_stmt = {
+	"DELETE FROM distlock.jobs"
+	" WHERE id = $1 AND status IS NOT DISTINCT FROM 'running'"
+	" AND session_id IS NOT DISTINCT FROM $2"
+	" RETURNING queue, queue_owner",
+	2, {INT8OID, UUIDOID}
+};
+
+static DistlockStmt complete_batch_delete_stmt = {
+	"WITH done AS ("
+	" DELETE FROM distlock.jobs"
+	" WHERE id = ANY ($1) AND status IS NOT DISTINCT FROM 'running'"
+	" AND session_id IS NOT DISTINCT FROM $2"
+	" RETURNING id, queue, queue_owner)"
+	" SELECT id, queue, queue_owner FROM done ORDER BY id",
+	2, {INT8ARRAYOID, UUIDOID}
 };
 
 /*
@@ -531,16 +556,30 @@ queue_ack_close(JobsTable *jt, Relation idx)
 }
 
 /*
+ * Whether a completed job stays in distlock.jobs, to be pruned after
+ * distlock.job_retention by maintain().  With a retention of 0 nobody can
+ * count on reading it, so the acknowledgement deletes it instead: one
+ * deletion, where the update and its later pruning would write a new
+ * version, two index entries and a deletion.  A later acknowledgement of
+ * the job then raises 42704, as one after the pruning would.
+ */
+static bool
+queue_keeps_completed(void)
+{
+	return dl_job_retention != 0;
+}
+
+/*
  * Complete job_id with result (NULL: none) at now if it is running for
  * session_id, whose use lock the caller holds and which it has found live,
- * through jt and idx (queue_ack_open()).  Returns whether it was; *queue,
- * if given, is then the job's queue (palloc'd) and *owner the queue's
- * owner.
+ * through jt and idx (queue_ack_open()); delete it instead if keep is
+ * false (queue_keeps_completed()).  Returns whether it was; *queue, if
+ * given, is then the job's queue (palloc'd) and *owner the queue's owner.
  */
 static bool
 queue_complete_one(JobsTable *jt, Relation idx, Datum job_id,
 				   Datum session_id, Datum result, bool result_isnull,
-				   TimestampTz now, text **queue, Oid *owner)
+				   TimestampTz now, bool keep, text **queue, Oid *owner)
 {
 	const DistlockCatalog *cat = jt->cat;
 	TM_Result	tm = TM_Updated;
@@ -565,12 +604,18 @@ queue_complete_one(JobsTable *jt, Relation idx, Datum job_id,
 				memcmp(DatumGetUUIDP(v[cat->job_session_id - 1]),
 					   DatumGetUUIDP(session_id), UUID_LEN) == 0)
 			{
-				dl_jobs_set(jt, cat->job_status,
-							ObjectIdGetDatum(cat->status_completed), false);
-				dl_jobs_set(jt, cat->job_finished_at,
-							TimestampTzGetDatum(now), false);
-				dl_jobs_set(jt, cat->job_result, result, result_isnull);
-				tm = dl_jobs_update(jt, scan->xs_snapshot, true);
+				if (keep)
+				{
+					dl_jobs_set(jt, cat->job_status,
+								ObjectIdGetDatum(cat->status_completed),
+								false);
+					dl_jobs_set(jt, cat->job_finished_at,
+								TimestampTzGetDatum(now), false);
+					dl_jobs_set(jt, cat->job_result, result, result_isnull);
+					tm = dl_jobs_update(jt, scan->xs_snapshot, true);
+				}
+				else
+					tm = dl_jobs_delete(jt, scan->xs_snapshot, true);
 				done = tm == TM_Ok;
 				if (done && queue)
 				{
@@ -600,7 +645,8 @@ queue_complete_direct(Datum job_id, Datum session_id, Datum result,
 	if (!queue_ack_open(&jt, &idx))
 		return false;
 	*done = queue_complete_one(&jt, idx, job_id, session_id, result,
-							   result_isnull, now, queue, owner);
+							   result_isnull, now, queue_keeps_completed(),
+							   queue, owner);
 	queue_ack_close(&jt, idx);
 	return true;
 }
@@ -636,18 +682,20 @@ queue_batch_ids(ArrayType *ids, Datum **elems)
 }
 
 /*
- * What a batch's acknowledgement gives back: the number of distinct ids
- * asked for; the ids acknowledged, in ascending order, to ids if it is not
- * NULL (a tuplestore of one bigint column, desc), and their number; and,
- * if want_queue, the queue of the first job acknowledged, with mixed set
- * once a job of another is.
+ * What a batch's acknowledgement gives back: the distinct ids asked for, in
+ * ascending order, and their number; the ids acknowledged, in ascending
+ * order, to acked and to ids if it is not NULL (a tuplestore of one bigint
+ * column, desc), and their number; and, if want_queue, the queue of the
+ * first job acknowledged, with mixed set once a job of another is.
  */
 typedef struct BatchAck
 {
 	Tuplestorestate *ids;
 	TupleDesc	desc;
 	bool		want_queue;
+	Datum	   *elems;
 	int			asked;
+	Datum	   *acked;
 	uint64		n;
 	text	   *queue;
 	Oid			owner;
@@ -662,6 +710,7 @@ queue_ack_note(BatchAck *ack, Datum id, text *queue, Oid owner)
 
 	if (ack->ids)
 		tuplestore_putvalues(ack->ids, ack->desc, &id, &isnull);
+	ack->acked[ack->n] = id;
 	if (!ack->want_queue)
 		ack->n++;
 	else if (ack->n++ == 0)
@@ -689,6 +738,7 @@ queue_complete_batch_direct(BatchAck *ack, Datum *elems, int n,
 {
 	JobsTable	jt;
 	Relation	idx;
+	bool		keep = queue_keeps_completed();
 
 	if (!queue_ack_open(&jt, &idx))
 		return false;
@@ -698,7 +748,7 @@ queue_complete_batch_direct(BatchAck *ack, Datum *elems, int n,
 		Oid			owner = InvalidOid;
 
 		if (queue_complete_one(&jt, idx, elems[i], session_id, result,
-							   result_isnull, now,
+							   result_isnull, now, keep,
 							   ack->want_queue ? &queue : NULL, &owner))
 			queue_ack_note(ack, elems[i], queue, owner);
 	}
@@ -723,6 +773,8 @@ queue_complete_batch(BatchAck *ack, ArrayType *ids, Datum session_id,
 	Datum	   *elems;
 
 	ack->asked = queue_batch_ids(ids, &elems);
+	ack->elems = elems;
+	ack->acked = palloc(sizeof(Datum) * ack->asked);
 	if (queue_complete_batch_direct(ack, elems, ack->asked, session_id,
 									result.value, result.isnull, now))
 		return;
@@ -731,7 +783,9 @@ queue_complete_batch(BatchAck *ack, ArrayType *ids, Datum session_id,
 	values[2] = TimestampTzGetDatum(now);
 	values[3] = result.isnull ? (Datum) 0 : result.value;
 	nulls[3] = result.isnull ? 'n' : ' ';
-	n = dl_exec(&complete_batch_held_stmt, values, nulls, 0);
+	n = dl_exec(queue_keeps_completed() ?
+				&complete_batch_held_stmt : &complete_batch_delete_stmt,
+				values, nulls, 0);
 	for (uint64 i = 0; i < n; i++)
 	{
 		bool		isnull;
@@ -748,12 +802,34 @@ queue_complete_batch(BatchAck *ack, ArrayType *ids, Datum session_id,
 /*
  * An acknowledgement of ids that left some of them unacknowledged: raise
  * 42704 for the first id that is no job the caller may see
- * (queue_job_check()).
+ * (queue_job_check()).  The ids it acknowledged are left out: with
+ * distlock.job_retention 0 it deleted them.
  */
 static void
-queue_batch_check(DistlockCall *call, ArrayType *ids)
+queue_batch_check(DistlockCall *call, BatchAck *ack, ArrayType *ids)
 {
 	Datum		values[2];
+
+	if (ack->elems != NULL)
+	{
+		Datum	   *left = palloc(sizeof(Datum) * ack->asked);
+		int			n = 0;
+		uint64		a = 0;
+
+		/* both ascending: ack->acked is a subsequence of ack->elems */
+		for (int i = 0; i < ack->asked; i++)
+		{
+			if (a < ack->n &&
+				DatumGetInt64(ack->acked[a]) == DatumGetInt64(ack->elems[i]))
+				a++;
+			else
+				left[n++] = ack->elems[i];
+		}
+		if (n == 0)
+			return;				/* only duplicates were left over */
+		ids = construct_array(left, n, INT8OID, sizeof(int64),
+							  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	}
 
 	values[0] = PointerGetDatum(ids);
 	values[1] = ObjectIdGetDatum(call->caller);
@@ -904,7 +980,9 @@ queue_complete_job(FunctionCallInfo fcinfo, text **queue, Oid *owner)
 						   now, &done, queue, owner))
 		return done;
 
-	done = dl_exec(&complete_held_stmt, values, nulls, 0) == 1;
+	done = dl_exec(queue_keeps_completed() ?
+				   &complete_held_stmt : &complete_delete_stmt,
+				   values, nulls, 0) == 1;
 	if (done && queue)
 	{
 		bool		isnull;
@@ -921,7 +999,8 @@ queue_complete_job(FunctionCallInfo fcinfo, text **queue, Oid *owner)
  *		RETURNS boolean
  *
  * Acknowledge a job: true if it was running, claimed by session_id, and the
- * session is live now; the job is then completed with result.  Otherwise
+ * session is live now; the job is then completed with result (deleted, with
+ * distlock.job_retention 0: queue_keeps_completed()).  Otherwise
  * false, changing nothing.  An unknown job_id raises 42704, a session of
  * another role 42501.
  *
@@ -1026,7 +1105,7 @@ distlock_complete_batch(PG_FUNCTION_ARGS)
 	 * that finds nothing): an id that is no job (of ours) is an error.
 	 */
 	if (ack.n < (uint64) nids)
-		queue_batch_check(&call, ids);
+		queue_batch_check(&call, &ack, ids);
 	dl_leave(&call);
 
 	return (Datum) 0;
@@ -1079,7 +1158,7 @@ distlock_complete_batch_and_claim(PG_FUNCTION_ARGS)
 	/* every job of the batch, each once */
 	if (ack.n < (uint64) ack.asked)
 	{
-		queue_batch_check(&call, ids);
+		queue_batch_check(&call, &ack, ids);
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg_plural("%d job of the batch is not running for session \"%s\"",

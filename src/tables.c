@@ -478,6 +478,22 @@ dl_jobs_update(JobsTable *jt, Snapshot snapshot, bool wait)
 }
 
 /*
+ * Delete the version in jt->old, waiting for whoever holds it if wait.  A
+ * deletion adds no index entries (vacuum removes the version's), and the
+ * only trigger that could fire, jobs_unpending, notes pending versions
+ * only: the direct paths delete running ones.
+ */
+TM_Result
+dl_jobs_delete(JobsTable *jt, Snapshot snapshot, bool wait)
+{
+	TM_FailureData tmfd;
+
+	CheckCmdReplicaIdentity(jt->rel, CMD_DELETE);
+	return table_tuple_delete(jt->rel, &jt->old->tts_tid, jt->cid, snapshot,
+							  InvalidSnapshot, wait, &tmfd, false);
+}
+
+/*
  * Begin a scan of index (of table heap) under snapshot for the entries
  * whose first column compares to value by strategy (proc: its operator's
  * function).

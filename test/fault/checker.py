@@ -47,6 +47,11 @@ record are derived here instead:
     the end (t1) of the call that deleted it; the deletion was made before
     either.
 
+With distlock.job_retention 0 an acknowledgement deletes its job: a
+deletion of a running job is decoded with, as its row after, the job
+completed (finished_at unknown: the call's end, t1, bounds it), and read
+as the acknowledgement it is.
+
 Invariants (shared/research/reliability.md, section 6):
 
   L1  no two leases of a name overlap in server time: on the server's rows
@@ -289,10 +294,14 @@ def decode_wal(lines):
 
         def pick(r):
             return None if r is None else {cols[c]: r.get(c) for c in cols}
+        new = pick(row) if kind != "DELETE" else None
+        if kind == "DELETE" and tbl == "jobs" and prev.get("status") == "running":
+            # an acknowledgement that deleted its job (job_retention 0)
+            new = dict(pick(prev), status="completed")
         pending.append(dict(id=len(out) + len(pending) + 1, tbl=tbl, op=kind[0],
                             xid=ln["xid"], lsn=ln.get("lsn"),
                             old=pick(prev) if kind != "INSERT" else None,
-                            new=pick(row) if kind != "DELETE" else None))
+                            new=new))
         stats["changes"] += 1
     stats["uncommitted"] = len(pending)
     return out, dict(stats, last=last)
@@ -365,6 +374,11 @@ def acked_jobs(op):
     if op["op"] == "ack_batch_claim":
         return sorted(set(op.get("jobs") or [])) if op.get("r") is not None else []
     return []
+
+
+def deleted(cs):
+    """Whether a job's last acknowledgement of cs deleted it."""
+    return bool(cs) and cs[-1]["op"] == "D"
 
 
 def claimed_rows(jobs):
@@ -908,7 +922,10 @@ class Check:
             if a["op"] == "I":
                 enqueued.add(a["new"]["id"])
                 continue
-            if a["op"] != "U":
+            if a["op"] == "D" and a["new"] is None:
+                self.flag("Q3", "job %s deleted while %s (xid %s): only an acknowledgement"
+                          " deletes a job here" % (a["old"].get("id"), a["old"].get("status"),
+                                                   a["xid"]))
                 continue
             old, new = a["old"], a["new"]
             # every update that leaves a job completed is an accepted
@@ -947,12 +964,16 @@ class Check:
                 self.flag("Q1", "job %s: %d effects (xids %s) for %d acknowledgements (xids %s)"
                           % (jid, len(es), [e["xid"] for e in es], len(cs), [c["xid"] for c in cs]))
             j = jobs.get(jid)
+            if deleted(cs) and j is None:
+                continue
             if j is None or j["status"] != "completed" or not cs:
                 self.flag("Q3", "job %s not completed: %s at the end, %d acknowledgements"
                           % (jid, j["status"] if j else "missing", len(cs)))
+        gone = sum(1 for cs in completions.values() if deleted(cs))
         want = self.h["meta"].get("jobs")
-        if want and len(jobs) < want:
-            self.flag("Q3", "%d jobs enqueued, %d left in the queue" % (want, len(jobs)))
+        if want and len(jobs) + gone < want:
+            self.flag("Q3", "%d jobs enqueued, %d left in the queue and %d deleted by their"
+                      " acknowledgement" % (want, len(jobs), gone))
 
         # Q2: accepted acknowledgements came from the claimer, while live
         late = 0
@@ -960,7 +981,8 @@ class Check:
             for c in cs:
                 sid = c["old"].get("session")
                 op = self.op_of(c)
-                fin = c["new"].get("finished") or c["at"]
+                fin = c["new"].get("finished") or \
+                    (op.get("t1") if c["op"] == "D" and op is not None else None) or c["at"]
                 lo = op["t0"] if op is not None and op.get("t0") is not None else fin
                 if op is not None and op.get("sid") is not None and op["sid"] != sid:
                     self.flag("Q2", "job %s acknowledged by session %s but claimed by %s (xid %s)"
@@ -1026,7 +1048,8 @@ class Check:
             1 for op in self.ops if op["op"] == "ack_batch_claim"
             and op["outcome"] in ("ok", "info") and self.committed.get(id(op)))
         self.fig["jobs"] = len(all_ids)
-        self.fig["completed"] = sum(1 for j in jobs.values() if j["status"] == "completed")
+        self.fig["completed"] = sum(1 for j in jobs.values() if j["status"] == "completed") + gone
+        self.fig["deleted_by_ack"] = gone
         self.fig["claims"] = sum(claims.values())
         self.fig["redeliveries"] = sum(n - 1 for n in claims.values() if n > 1)
         self.fig["acks_accepted"] = acks_ok
@@ -1128,7 +1151,7 @@ class Check:
             if not op.get("accepted") and writes:
                 extra("the resource")
         elif kind == "ack":
-            done = [a for a in jobs if a["new"]["status"] == "completed"
+            done = [a for a in jobs if a["new"] and a["new"]["status"] == "completed"
                     and a["new"]["id"] == op.get("job")]
             if r and (not done or not effects):
                 missing("completed job and effect")
@@ -1143,7 +1166,7 @@ class Check:
                 self.flag("L6", "ack_batch by %s asked %s and answered %s: not ids asked,"
                           " each once, in ascending order (xid %s)"
                           % (who, op.get("jobs"), r, op.get("xid")))
-            done = {a["new"]["id"] for a in jobs if a["new"]["status"] == "completed"}
+            done = {a["new"]["id"] for a in jobs if a["new"] and a["new"]["status"] == "completed"}
             did = {e["job"] for e in effects}
             for jid in sorted(set(got)):
                 if jid not in done or jid not in did:
@@ -1154,7 +1177,7 @@ class Check:
             # every id asked acknowledged, each with its effect, and no
             # other; then the jobs it returned claimed, as by a claim
             asked = set(op.get("jobs") or [])
-            done = {a["new"]["id"] for a in jobs if a["new"]["status"] == "completed"}
+            done = {a["new"]["id"] for a in jobs if a["new"] and a["new"]["status"] == "completed"}
             did = collections.Counter(e["job"] for e in effects)
             for jid in sorted(asked):
                 if jid not in done or jid not in did:
@@ -1568,7 +1591,7 @@ def failover_report(h, ck, line):
     acked = {(o["name"], o["r"], o.get("owner")) for o in given if o["t1"] < prom}
     lost = [k for k in acked if k not in carried]
     done = {(a["new"]["id"], a["old"].get("session")) for a in ck.changes
-            if a["tbl"] == "jobs" and a["op"] == "U" and a["new"]["status"] == "completed"
+            if a["tbl"] == "jobs" and a["new"] and a["new"]["status"] == "completed"
             and (a.get("commit") or 0) < prom}
     acks = [(j, o["sid"]) for o in ok_ops for j in acked_jobs(o) if o["t1"] < prom]
     lost_acks = [a for a in acks if a not in done]
@@ -1592,7 +1615,7 @@ def failover_report(h, ck, line):
     # its holder acknowledged or failed after the failover was not lost.
     held, back = {}, {}
     for a in ck.changes:
-        if a["tbl"] != "jobs" or a["op"] != "U":
+        if a["tbl"] != "jobs" or a["op"] == "I" or a["new"] is None:
             continue
         jid, c = a["new"]["id"], a.get("commit") or 0
         if c < prom:
@@ -1730,6 +1753,11 @@ SQL_PATH = [
     ("complete_batch_held_stmt", re.compile(
         r"^WITH done AS \( ?UPDATE distlock\.jobs SET status = \$\d+(::[\w.]+)?,"
         r" finished_at = \$3, result = \$4 WHERE id = ANY \(\$1\) ")),
+    # with distlock.job_retention 0
+    ("complete_delete_stmt", re.compile(
+        r"^DELETE FROM distlock\.jobs WHERE id = \$1 AND status IS NOT DISTINCT FROM")),
+    ("complete_batch_delete_stmt", re.compile(
+        r"^WITH done AS \( ?DELETE FROM distlock\.jobs WHERE id = ANY \(\$1\) ")),
 ]
 
 
@@ -1779,7 +1807,8 @@ def which_path(h, ck):
     setting = (meta.get("settings") or {}).get("distlock.direct_path")
     calls, samples, lives, dealloc = pgss_calls(h)
     claim = calls["claim_stmt"] + calls["claim_one_stmt"]
-    ack = calls["complete_held_stmt"] + calls["complete_batch_held_stmt"]
+    ack = calls["complete_held_stmt"] + calls["complete_batch_held_stmt"] + \
+        calls["complete_delete_stmt"] + calls["complete_batch_delete_stmt"]
     bad = []
     if setting != ("on" if want == "direct" else "off"):
         bad.append("distlock.direct_path is %r" % setting)
@@ -1818,6 +1847,15 @@ def which_path(h, ck):
     tail += ("; heartbeats that answered true and committed %d, %d of them wrote the"
              " session's row (%s)" % (len(beats), wrote, "shared memory" if preloaded
                                        else "no shared memory"))
+    # with distlock.job_retention 0 every acknowledgement deletes its job,
+    # otherwise none does
+    keep = settings.get("distlock.job_retention") != "0"
+    gone = f.get("deleted_by_ack", 0)
+    if gone != (0 if keep else f.get("completed")):
+        bad.append("%d of %d completions deleted their job, with distlock.job_retention %s"
+                   % (gone, f.get("completed"), settings.get("distlock.job_retention")))
+    tail += "; %d of the completions deleted their job (distlock.job_retention %s)" % (
+        gone, settings.get("distlock.job_retention"))
     if want == "direct" and (claim or ack):
         bad.append("the SQL path ran")
     if want == "sql" and not (claim and ack):
@@ -1835,10 +1873,12 @@ def which_path(h, ck):
         "%s (distlock.direct_path = %s): %d claims and %d completions in the WAL;"
         " SQL claim statements %d calls (claim_stmt %d, claim_one_stmt %d), SQL"
         " acknowledgement statements %d calls (complete_held_stmt %d,"
-        " complete_batch_held_stmt %d)%s%s"
+        " complete_batch_held_stmt %d, complete_delete_stmt %d,"
+        " complete_batch_delete_stmt %d)%s%s"
         % (head, setting, f["claims"], f["completed"], claim, calls["claim_stmt"],
            calls["claim_one_stmt"], ack, calls["complete_held_stmt"],
-           calls["complete_batch_held_stmt"], tail, " -- " + "; ".join(bad) if bad else ""))
+           calls["complete_batch_held_stmt"], calls["complete_delete_stmt"],
+           calls["complete_batch_delete_stmt"], tail, " -- " + "; ".join(bad) if bad else ""))
 
 
 def selftest_decoding(desc, h, expected):

@@ -17,7 +17,9 @@
 # crash resets); then the queue scenarios once more, smaller, with
 # distlock.direct_path = off in postgresql.conf and nothing preloaded
 # (d2-sql, pool-sql): the queue's two implementations each face the
-# faults.  workload.py runs the clients and injects the faults,
+# faults; and the queue once more, smaller, on the direct path with
+# distlock.job_retention = 0 (d2-del), where every acknowledgement deletes
+# its job.  workload.py runs the clients and injects the faults,
 # checker.py judges the recorded history and which path the calls took.
 # The clusters keep the history without touching distlock's tables: a
 # logical replication slot (wal_level = logical, test_decoding) and commit
@@ -33,7 +35,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 fault="$top/test/fault"
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
-	scenarios=(d1 d2 d4 pool)
+	scenarios=(d1 d2 d4 pool d2-del)
 	# The SQL path's runs: in CI (FULL=1) and the soak.  make test keeps to
 	# the production path, to stay within ten minutes; the regression and
 	# isolation suites run on both paths there.
@@ -82,19 +84,25 @@ for s in "${scenarios[@]}"; do
 	# a scenario's seed depends on its name, not on which ones run
 	case $s in
 		d1) i=1 ;; d2) i=2 ;; d4) i=3 ;; pool) i=4 ;;
-		d2-sql) i=5 ;; pool-sql) i=6 ;; *) i=0 ;;
+		d2-sql) i=5 ;; pool-sql) i=6 ;; d2-del) i=7 ;; *) i=0 ;;
 	esac
-	# NAME-sql: scenario NAME on the queue's SQL path
+	# NAME-sql: scenario NAME on the queue's SQL path; NAME-del: with
+	# acknowledgements that delete
 	scenario=${s%-sql}
+	scenario=${scenario%-del}
 	# the direct path with its claim positions and wake-ups in shared
 	# memory (distlock preloaded, its background worker stopped)
 	path=direct
 	preload="pg_stat_statements, distlock"
 	conf=("distlock.maintenance_naptime = 0")
-	if [ "$scenario" != "$s" ]; then
+	keep=()
+	if [ "${s%-sql}" != "$s" ]; then
 		path=sql
 		preload="pg_stat_statements"
 		conf=("distlock.direct_path = off")
+	elif [ "${s%-del}" != "$s" ]; then
+		conf+=("distlock.job_retention = 0")
+		keep=(--keep-none)
 	fi
 	d="$work/$s"
 	mkdir -p "$d"
@@ -124,7 +132,7 @@ for s in "${scenarios[@]}"; do
 	if $py "$fault/workload.py" run --scenario "$scenario" --path "$path" \
 		--dir "$d/history" \
 		--port "$PGPORT" --cluster-dir "$d/cluster" --seed "$seed" \
-		"${pool[@]}" "${soak_flag[@]}" >"$d/workload.log" 2>&1; then
+		"${pool[@]}" "${soak_flag[@]}" "${keep[@]}" >"$d/workload.log" 2>&1; then
 		$py "$fault/checker.py" "$d/history" ||
 			echo "not ok - $s: checker exited with status $?"
 	else

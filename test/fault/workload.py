@@ -46,6 +46,9 @@ consumed, so no change is lost to an immediate restart or to a failed read.
 --path sql says the cluster runs with distlock.direct_path = off (run.sh
 puts it in postgresql.conf) and picks the scenario's smaller numbers for
 that run; the checker then expects the SQL statements to have run.
+--keep-none says it runs with distlock.job_retention = 0, so that every
+acknowledgement deletes its job, and picks the same smaller numbers; the
+checker then expects every completion to be a deletion.
 
 Every client operation is one transaction whose first statement returns
 pg_current_xact_id(), the server clock before the call (t0), the call's
@@ -656,8 +659,10 @@ class Orchestrator:
         self.title = spec["title"]
         self.mode = "soak" if a.soak else "gate"
         self.path = a.path
-        self.name = a.scenario + ("-sql" if a.path == "sql" else "")
-        self.p = dict(spec[self.mode + ("_sql" if a.path == "sql" else "")])
+        self.name = a.scenario + ("-sql" if a.path == "sql" else "") + \
+            ("-del" if a.keep_none else "")
+        # the second runs (SQL path, deleting acknowledgements) are smaller
+        self.p = dict(spec[self.mode + ("_sql" if a.path == "sql" or a.keep_none else "")])
         self.p.update(json.loads(a.set or "{}"))
         self.rng = random.Random(a.seed)
         self.paused_kinds = {}      # pauses so far: "lease", "jobs"
@@ -770,8 +775,9 @@ class Orchestrator:
                 " 'pg_stat_statements.track', 'debug_assertions')").fetchall())
             # what the clients' sessions run with (postgresql.conf; CREATE
             # EXTENSION loaded the library in this session)
-            self.meta["settings"]["distlock.direct_path"] = c.execute(
-                "SELECT current_setting('distlock.direct_path', true)").fetchone()[0]
+            for g in ("distlock.direct_path", "distlock.job_retention"):
+                self.meta["settings"][g] = c.execute(
+                    "SELECT current_setting(%s, true)", (g,)).fetchone()[0]
             # count from here on: setup's statements are not the workload's
             c.execute("SELECT pg_stat_statements_reset()")
         q = self.p.get("jobs", 0)
@@ -954,9 +960,14 @@ class Orchestrator:
     # -- the run -------------------------------------------------------------
 
     def progress(self):
+        """(jobs done, jobs in all): a job whose acknowledgement deleted it
+        (distlock.job_retention 0) has left the table."""
         r = self.h.q("SELECT count(*) FILTER (WHERE status = 'completed'),"
                      " count(*) FROM distlock.jobs", fetch="one")
-        return (r[0], r[1]) if r else None
+        if not r:
+            return None
+        total = max(r[1], self.p.get("jobs", 0))
+        return r[0] + total - r[1], total
 
     def run(self):
         p = self.p
@@ -1359,6 +1370,8 @@ def main():
     r.add_argument("--path", choices=["direct", "sql"], default="direct",
                    help="the queue path the cluster is set up for"
                    " (sql: distlock.direct_path = off in postgresql.conf)")
+    r.add_argument("--keep-none", action="store_true",
+                   help="the cluster runs with distlock.job_retention = 0 in postgresql.conf")
     for role in ("locker", "worker"):
         c = sub.add_parser(role)
         c.add_argument("--cid", required=True)

@@ -101,7 +101,63 @@ REINDEX TABLE CONCURRENTLY distlock.jobs;
 SELECT * FROM job_round('reindexed again', :'w');
 SELECT job_indexes_checked() AS index_checked;
 
+-- with distlock.job_retention 0 an accepted acknowledgement deletes the
+-- job instead of completing it, on the same conditions on both paths; a
+-- refused one leaves it as it is, and one after the deletion raises 42704
+-- as one after the pruning would
+CREATE FUNCTION deleting_round(q text, w uuid) RETURNS TABLE (step text, outcome text)
+LANGUAGE plpgsql AS $$
+DECLARE
+	a bigint := distlock.enqueue(q, '{"n": 1}');
+	b bigint := distlock.enqueue(q, '{"n": 2}');
+	c bigint := distlock.enqueue(q, '{"n": 3}');
+	d bigint := distlock.enqueue(q, '{"n": 4}');
+	e bigint := distlock.enqueue(q, '{"n": 5}');
+	other uuid := distlock.session_open('1 minute', 'other');
+BEGIN
+	RETURN QUERY SELECT 'claim 3', count(*)::text FROM distlock.claim(q, w, 3);
+	RETURN QUERY SELECT 'complete a by another session', distlock.complete(a, other)::text;
+	RETURN QUERY SELECT 'a', format('%s %s', status, session_id = w) FROM distlock.jobs WHERE id = a;
+	RETURN QUERY SELECT 'complete a', distlock.complete(a, w, '{"ok": true}')::text;
+	RETURN QUERY SELECT 'a rows', count(*)::text FROM distlock.jobs WHERE id = a;
+	BEGIN
+		PERFORM distlock.complete(a, w);
+		RETURN QUERY SELECT 'complete a again', 'accepted';
+	EXCEPTION WHEN undefined_object THEN
+		RETURN QUERY SELECT 'complete a again', SQLSTATE;
+	END;
+	RETURN QUERY SELECT 'complete_batch c b c', string_agg(CASE x WHEN b THEN 'b' WHEN c THEN 'c' ELSE 'other' END, ' ' ORDER BY n)
+	  FROM distlock.complete_batch(ARRAY[c, b, c], w) WITH ORDINALITY AS t(x, n);
+	RETURN QUERY SELECT 'b c rows', count(*)::text FROM distlock.jobs WHERE id IN (b, c);
+	RETURN QUERY SELECT 'claim d', count(*)::text FROM distlock.claim(q, w) j WHERE j.id = d;
+	RETURN QUERY SELECT 'complete_and_claim d, claiming e', string_agg((j.id = e)::text, ' ')
+	  FROM distlock.complete_and_claim(d, w) j;
+	RETURN QUERY SELECT 'complete_batch_and_claim e', count(*)::text
+	  FROM distlock.complete_batch_and_claim(ARRAY[e], w);
+	RETURN QUERY SELECT 'left', count(*)::text FROM distlock.jobs WHERE queue = q;
+	PERFORM distlock.session_close(other);
+END $$;
+CREATE FUNCTION record_job_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO public.job_changes VALUES (OLD.id, OLD.status, 'deleted');
+	RETURN OLD;
+END $$;
+SET distlock.job_retention = 0;
+TRUNCATE job_changes;
+SELECT * FROM deleting_round('deleting direct', :'w');
+SELECT count(*) AS trigger_rows FROM job_changes;
+CREATE TRIGGER job_deletes AFTER DELETE ON distlock.jobs
+	FOR EACH ROW EXECUTE FUNCTION record_job_delete();
+SELECT * FROM deleting_round('deleting sql', :'w');
+SELECT old_status, new_status, count(*) FROM job_changes
+ GROUP BY 1, 2 ORDER BY 1, 2;
+DROP TRIGGER job_deletes ON distlock.jobs;
+RESET distlock.job_retention;
+SELECT job_indexes_checked() AS index_checked;
+
 SELECT distlock.session_close(:'w');
+DROP FUNCTION deleting_round(text, uuid);
+DROP FUNCTION record_job_delete();
 DROP FUNCTION job_round(text, uuid);
 DROP FUNCTION job_indexes_checked();
 DROP TABLE job_changes;
