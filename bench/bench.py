@@ -272,7 +272,7 @@ def job_variants(batch):
          # deletes its job, as graphile-worker's completion does
          Variant(DELETING, "job_distlock.sql", "distlock", d, prep_distlock_jobs,
                  jobs_counter("distlock.jobs"), fill_rate=rate,
-                 settings={"distlock.job_retention": "0"})]
+                 settings={"distlock.delete_completed": "on"})]
     if batch == 1:
         v.append(Variant("distlock complete_and_claim", "job_distlock_cc.sql", "distlock", d,
                          prep_distlock_jobs, jobs_counter("distlock.jobs"), needs="cc",
@@ -296,8 +296,8 @@ def job_variants(batch):
 
 
 # The job cycle where finished jobs are not kept: distlock with
-# distlock.job_retention 0, and SKIP LOCKED acknowledging with a DELETE.
-DELETING = "distlock, job_retention 0"
+# distlock.delete_completed, and SKIP LOCKED acknowledging with a DELETE.
+DELETING = "distlock, delete_completed"
 SL_DELETING = "SQL SKIP LOCKED, DELETE"
 
 

@@ -36,8 +36,8 @@ same server, with synchronous_commit on:
                                  hand acknowledged and the next claimed in
                                  one transaction (job_distlock_cc.sql, as
                                  bench.py's complete_and_claim)
-  distlock, ... job_retention 0 the two "in one call" rows again with
-                                 distlock.job_retention 0 for the workers'
+  distlock, ..., delete_completed the two "in one call" rows again with
+                                 distlock.delete_completed for the workers'
                                  role: each acknowledgement deletes its
                                  job, as graphile-worker's completion does
   distlock, one pool             one pgbench client looping claim(q, sid,
@@ -59,7 +59,7 @@ graphile_worker.add_jobs) with more than the round can take, vacuumed,
 then a CHECKPOINT.  The workers start; after WARM_SECS the window opens:
 jobs completed are counted in the tables at its start and end (distlock:
 rows with status completed, and rows that left the table with
-job_retention 0; graphile-worker deletes a completed job, so the rows that
+delete_completed; graphile-worker deletes a completed job, so the rows that
 left its table), over ROUND_SECS.  A round whose queue ran
 low is run again with a larger fill.
 
@@ -112,7 +112,7 @@ class Variant:
         self.name, self.kind, self.mode, self.fill_rate = name, kind, mode, fill_rate
         self.pool = pool    # distlock: one client claiming mode x N jobs
         self.script = script
-        self.keep = keep    # distlock: False runs with distlock.job_retention 0
+        self.keep = keep    # distlock: False runs with distlock.delete_completed
 
     def pgbench(self, n):
         """(the pgbench variant, its clients) for n workers."""
@@ -150,8 +150,8 @@ class Variant:
         err = tempfile.TemporaryFile("w+")
         variant, clients = self.pgbench(n)
         # for the sessions pgbench opens, which read it at connection
-        db.run("ALTER ROLE app " + ("RESET distlock.job_retention" if self.keep
-                                    else "SET distlock.job_retention = 0"))
+        db.run("ALTER ROLE app " + ("RESET distlock.delete_completed" if self.keep
+                                    else "SET distlock.delete_completed = on"))
         p = subprocess.Popen(bench.pgbench_cmd(variant, clients, int(WARM + SECS + 60)),
                              stdout=subprocess.DEVNULL, stderr=err,
                              env=dict(os.environ, PGAPPNAME=APP))
@@ -168,7 +168,7 @@ class Variant:
         w.terminate()
         err = pgbench_err(w)
         wake.terminate(db, APP)
-        db.run("ALTER ROLE app RESET distlock.job_retention")
+        db.run("ALTER ROLE app RESET distlock.delete_completed")
         return f"; pgbench: {err[-300:]}" if err else ""
 
 
@@ -191,9 +191,9 @@ VARIANTS = [
     Variant("distlock, one job per call, in one call", "distlock", 1, 8000,
             script="job_distlock_cc.sql"),
     # graphile-worker's retention: none
-    Variant(f"distlock, batches of {BATCH} in one call, job_retention 0", "distlock", BATCH,
+    Variant(f"distlock, batches of {BATCH} in one call, delete_completed", "distlock", BATCH,
             40000, script="job_distlock_bac.sql", keep=False),
-    Variant("distlock, one job per call, in one call, job_retention 0", "distlock", 1, 8000,
+    Variant("distlock, one job per call, in one call, delete_completed", "distlock", 1, 8000,
             script="job_distlock_cc.sql", keep=False),
 ]
 PAIRS = [  # issue 17's targets: (label, distlock, graphile-worker, goal)
@@ -208,9 +208,9 @@ PAIRS = [  # issue 17's targets: (label, distlock, graphile-worker, goal)
      " (complete_and_claim) vs graphile-worker's one-job mode",
      VARIANTS[6].name, VARIANTS[0].name, 1.5),
     ("the same batched mode keeping no finished job, as graphile-worker keeps none"
-     " (distlock.job_retention 0) vs graphile-worker's local queue",
+     " (distlock.delete_completed) vs graphile-worker's local queue",
      VARIANTS[7].name, VARIANTS[1].name, 1.2),
-    ("the same one-job mode keeping no finished job (distlock.job_retention 0)"
+    ("the same one-job mode keeping no finished job (distlock.delete_completed)"
      " vs graphile-worker's one-job mode",
      VARIANTS[8].name, VARIANTS[0].name, 1.5),
 ]
@@ -262,7 +262,7 @@ def report(results, variants):
                    " graphile-worker's local queue of 10 x N: " + ", ".join(parts))
     out += ["", "graphile-worker completes a job with a plain DELETE: no check that its worker"
             " is alive or still holds the job; distlock's complete checks that the session is"
-            " live and the job still its own, and keeps the row (with distlock.job_retention 0,"
+            " live and the job still its own, and keeps the row (with distlock.delete_completed,"
             " deletes it)."]
     return "\n".join(out) + "\n"
 

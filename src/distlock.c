@@ -91,7 +91,7 @@ _PG_init(void)
 							NULL);
 	DefineCustomIntVariable("distlock.job_retention",
 							"How long finished jobs are kept.",
-							"maintain() deletes completed, failed and cancelled jobs that finished longer ago; -1 keeps them; at 0 an acknowledgement deletes its job.",
+							"maintain() deletes completed, failed and cancelled jobs that finished longer ago; -1 keeps them.",
 							&dl_job_retention,
 							86400,
 							-1,
@@ -101,6 +101,16 @@ _PG_init(void)
 							NULL,
 							NULL,
 							NULL);
+	DefineCustomBoolVariable("distlock.delete_completed",
+							 "Whether acknowledgements delete the jobs they complete.",
+							 "On, complete() and the other acknowledgements delete the job instead of keeping it as completed until maintain() prunes it.",
+							 &dl_delete_completed,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL,
+							 NULL,
+							 NULL);
 	DefineCustomIntVariable("distlock.lock_retention",
 							"How long a lock row is kept once nobody holds the lock.",
 							"maintain() deletes lock rows free for longer; -1 keeps them.",

@@ -526,6 +526,7 @@ extern void dl_position_at_subabort(void);
 
 /* maintain.c */
 extern int	dl_job_retention;
+extern bool dl_delete_completed;
 extern int	dl_lock_retention;
 
 /* worker.c */

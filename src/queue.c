@@ -22,9 +22,10 @@
  * running; an acknowledgement that comes after the session was reaped
  * finds the session gone.  Either way exactly one of them
  * takes effect, and the worker's own writes in the acknowledging transaction
- * commit only with an accepted acknowledgement.  With distlock.job_retention
- * 0 the accepted acknowledgement deletes the job instead of completing it,
- * on the same conditions and under the same locks.
+ * commit only with an accepted acknowledgement.  With
+ * distlock.delete_completed on, the accepted acknowledgement deletes the job
+ * instead of completing it, on the same conditions and under the same
+ * locks.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -169,8 +170,8 @@ static DistlockStmt complete_held_stmt = {
 };
 
 /*
- * complete_held_stmt and complete_batch_held_stmt where distlock.job_retention
- * is 0, which keeps no finished job: the acknowledgement deletes the job
+ * complete_held_stmt and complete_batch_held_stmt where
+ * distlock.delete_completed is on: the acknowledgement deletes the job
  * (queue_keeps_completed()).
  */
 static DistlockStmt complete_delete_stmt = {
@@ -555,18 +556,21 @@ queue_ack_close(JobsTable *jt, Relation idx)
 	dl_jobs_close(jt);
 }
 
+/* distlock.delete_completed: see distlock.c */
+bool		dl_delete_completed = false;
+
 /*
  * Whether a completed job stays in distlock.jobs, to be pruned after
- * distlock.job_retention by maintain().  With a retention of 0 nobody can
- * count on reading it, so the acknowledgement deletes it instead: one
- * deletion, where the update and its later pruning would write a new
- * version, two index entries and a deletion.  A later acknowledgement of
- * the job then raises 42704, as one after the pruning would.
+ * distlock.job_retention by maintain().  With distlock.delete_completed the
+ * acknowledgement deletes it instead: one deletion, where the update and
+ * its later pruning write a new version, two index entries and a deletion.
+ * A later acknowledgement of the job then raises 42704, as one after the
+ * pruning would.
  */
 static bool
 queue_keeps_completed(void)
 {
-	return dl_job_retention != 0;
+	return !dl_delete_completed;
 }
 
 /*
@@ -803,7 +807,7 @@ queue_complete_batch(BatchAck *ack, ArrayType *ids, Datum session_id,
  * An acknowledgement of ids that left some of them unacknowledged: raise
  * 42704 for the first id that is no job the caller may see
  * (queue_job_check()).  The ids it acknowledged are left out: with
- * distlock.job_retention 0 it deleted them.
+ * distlock.delete_completed it deleted them.
  */
 static void
 queue_batch_check(DistlockCall *call, BatchAck *ack, ArrayType *ids)
@@ -1000,7 +1004,7 @@ queue_complete_job(FunctionCallInfo fcinfo, text **queue, Oid *owner)
  *
  * Acknowledge a job: true if it was running, claimed by session_id, and the
  * session is live now; the job is then completed with result (deleted, with
- * distlock.job_retention 0: queue_keeps_completed()).  Otherwise
+ * distlock.delete_completed: queue_keeps_completed()).  Otherwise
  * false, changing nothing.  An unknown job_id raises 42704, a session of
  * another role 42501.
  *

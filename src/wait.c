@@ -120,7 +120,7 @@ static DistlockStmt next_due_stmt = {
 	3, {TEXTOID, TIMESTAMPTZOID, REGROLEOID}
 };
 
-/* The queue of a job the caller has just acknowledged, and its owner. */
+/* The queue of a job the caller is about to acknowledge, and its owner. */
 static DistlockStmt job_queue_stmt = {
 	"SELECT queue, queue_owner FROM distlock.jobs WHERE id = $1",
 	1, {INT8OID}
@@ -373,8 +373,10 @@ wait_keep_session(Datum session_id, TimestampTz now)
 }
 
 /*
- * The queue of job_id, copied to cxt, and its owner; NULL if the caller
- * may no longer claim from it (its privilege was revoked).
+ * The queue of job_id, copied to cxt, and its owner, read before the job is
+ * acknowledged: with distlock.delete_completed the acknowledgement deletes
+ * it.  NULL if there is no such job (the acknowledgement raises 42704);
+ * nothing is told to the caller, who may see no more than that.
  */
 static text *
 wait_job_queue(Datum job_id, MemoryContext cxt, Oid *owner)
@@ -382,21 +384,33 @@ wait_job_queue(Datum job_id, MemoryContext cxt, Oid *owner)
 	DistlockCall call;
 	Datum		values[1] = {job_id};
 	bool		isnull;
-	text	   *queue;
+	text	   *queue = NULL;
 	MemoryContext old;
 
 	dl_enter(&call, "distlock.complete_and_claim_wait()", false);
-	if (dl_exec(&job_queue_stmt, values, NULL, 1) != 1)
-		elog(ERROR, "job " INT64_FORMAT " vanished", DatumGetInt64(job_id));
-	old = MemoryContextSwitchTo(cxt);
-	queue = DatumGetTextPCopy(dl_getattr(0, 1, &isnull));
-	*owner = DatumGetObjectId(dl_getattr(0, 2, &isnull));
-	MemoryContextSwitchTo(old);
-	if (!dl_queue_allowed(&call, *owner, PointerGetDatum(queue),
-						  DL_QUEUE_CLAIM))
-		queue = NULL;
+	if (dl_exec(&job_queue_stmt, values, NULL, 1) == 1)
+	{
+		old = MemoryContextSwitchTo(cxt);
+		queue = DatumGetTextPCopy(dl_getattr(0, 1, &isnull));
+		*owner = DatumGetObjectId(dl_getattr(0, 2, &isnull));
+		MemoryContextSwitchTo(old);
+	}
 	dl_leave(&call);
 	return queue;
+}
+
+/* Whether the caller may still claim from owner's queue (not revoked). */
+static bool
+wait_queue_allowed(Oid owner, text *queue)
+{
+	DistlockCall call;
+	bool		allowed;
+
+	dl_enter(&call, "distlock.complete_and_claim_wait()", false);
+	allowed = dl_queue_allowed(&call, owner, PointerGetDatum(queue),
+							   DL_QUEUE_CLAIM);
+	dl_leave(&call);
+	return allowed;
 }
 
 /*
@@ -423,9 +437,10 @@ wait_result(FunctionCallInfo fcinfo, Datum value, bool isnull,
 /*
  * Claim jobs for session_id until some are claimed or the wait ends at
  * deadline; the first try is made by first (claim, or complete and claim)
- * with first_values, the later ones by claim() on owner's queue (NULL: the queue
- * of job_id, the job first acknowledged).  Returns the jobs claimed as an
- * array in cxt, or sets *isnull if none were.
+ * with first_values, the later ones by claim() on owner's queue; job_id, if
+ * not 0, is the job first acknowledged, of that queue (wait_job_queue()),
+ * from which the caller must still be allowed to claim.  Returns the jobs
+ * claimed as an array in cxt, or sets *isnull if none were.
  *
  * A call that finds jobs at its first try never takes a waiter's slot, so
  * a busy worker costs nothing here; one that finds none takes a slot and
@@ -487,12 +502,12 @@ wait_for_jobs(Oid owner, text *queue, Datum job_id, Datum session_id,
 			break;
 		}
 
-		if (queue == NULL)
+		if (job_id != (Datum) 0)
 		{
 			/* as complete_and_claim() after a revoke: claim nothing */
-			queue = wait_job_queue(job_id, cxt, &owner);
-			if (queue == NULL)
+			if (queue == NULL || !wait_queue_allowed(owner, queue))
 				break;
+			job_id = (Datum) 0;
 		}
 		values[0] = PointerGetDatum(queue);
 		values[1] = session_id;
@@ -594,6 +609,8 @@ distlock_complete_and_claim_wait(PG_FUNCTION_ARGS)
 	char		nulls[4] = "    ";
 	Datum		jobs;
 	bool		isnull;
+	text	   *queue;
+	Oid			owner = InvalidOid;
 
 	dl_arg_not_null(fcinfo, 0, "job_id");
 	dl_arg_not_null(fcinfo, 1, "session_id");
@@ -609,7 +626,8 @@ distlock_complete_and_claim_wait(PG_FUNCTION_ARGS)
 		PointerGetDatum(PG_DETOAST_DATUM_COPY(PG_GETARG_DATUM(2)));
 	nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
 	values[3] = Int32GetDatum(max_jobs);
-	jobs = wait_for_jobs(InvalidOid, NULL, values[0], values[1], max_jobs,
+	queue = wait_job_queue(values[0], cxt, &owner);
+	jobs = wait_for_jobs(owner, queue, values[0], values[1], max_jobs,
 						 deadline, atomic, &complete_and_claim_stmt, values,
 						 nulls, &isnull, cxt);
 

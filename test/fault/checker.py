@@ -47,7 +47,7 @@ record are derived here instead:
     the end (t1) of the call that deleted it; the deletion was made before
     either.
 
-With distlock.job_retention 0 an acknowledgement deletes its job: a
+With distlock.delete_completed an acknowledgement deletes its job: a
 deletion of a running job is decoded with, as its row after, the job
 completed (finished_at unknown: the call's end, t1, bounds it), and read
 as the acknowledgement it is.
@@ -296,7 +296,7 @@ def decode_wal(lines):
             return None if r is None else {cols[c]: r.get(c) for c in cols}
         new = pick(row) if kind != "DELETE" else None
         if kind == "DELETE" and tbl == "jobs" and prev.get("status") == "running":
-            # an acknowledgement that deleted its job (job_retention 0)
+            # an acknowledgement that deleted its job (delete_completed)
             new = dict(pick(prev), status="completed")
         pending.append(dict(id=len(out) + len(pending) + 1, tbl=tbl, op=kind[0],
                             xid=ln["xid"], lsn=ln.get("lsn"),
@@ -1753,7 +1753,7 @@ SQL_PATH = [
     ("complete_batch_held_stmt", re.compile(
         r"^WITH done AS \( ?UPDATE distlock\.jobs SET status = \$\d+(::[\w.]+)?,"
         r" finished_at = \$3, result = \$4 WHERE id = ANY \(\$1\) ")),
-    # with distlock.job_retention 0
+    # with distlock.delete_completed
     ("complete_delete_stmt", re.compile(
         r"^DELETE FROM distlock\.jobs WHERE id = \$1 AND status IS NOT DISTINCT FROM")),
     ("complete_batch_delete_stmt", re.compile(
@@ -1847,15 +1847,15 @@ def which_path(h, ck):
     tail += ("; heartbeats that answered true and committed %d, %d of them wrote the"
              " session's row (%s)" % (len(beats), wrote, "shared memory" if preloaded
                                        else "no shared memory"))
-    # with distlock.job_retention 0 every acknowledgement deletes its job,
+    # with distlock.delete_completed every acknowledgement deletes its job,
     # otherwise none does
-    keep = settings.get("distlock.job_retention") != "0"
+    keep = settings.get("distlock.delete_completed") != "on"
     gone = f.get("deleted_by_ack", 0)
     if gone != (0 if keep else f.get("completed")):
-        bad.append("%d of %d completions deleted their job, with distlock.job_retention %s"
-                   % (gone, f.get("completed"), settings.get("distlock.job_retention")))
-    tail += "; %d of the completions deleted their job (distlock.job_retention %s)" % (
-        gone, settings.get("distlock.job_retention"))
+        bad.append("%d of %d completions deleted their job, with distlock.delete_completed %s"
+                   % (gone, f.get("completed"), settings.get("distlock.delete_completed")))
+    tail += "; %d of the completions deleted their job (distlock.delete_completed %s)" % (
+        gone, settings.get("distlock.delete_completed"))
     if want == "direct" and (claim or ack):
         bad.append("the SQL path ran")
     if want == "sql" and not (claim and ack):

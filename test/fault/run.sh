@@ -18,7 +18,7 @@
 # distlock.direct_path = off in postgresql.conf and nothing preloaded
 # (d2-sql, pool-sql): the queue's two implementations each face the
 # faults; and the queue once more, smaller, on the direct path with
-# distlock.job_retention = 0 (d2-del), where every acknowledgement deletes
+# distlock.delete_completed = on (d2-del), where every acknowledgement deletes
 # its job.  workload.py runs the clients and injects the faults,
 # checker.py judges the recorded history and which path the calls took.
 # The clusters keep the history without touching distlock's tables: a
@@ -101,8 +101,8 @@ for s in "${scenarios[@]}"; do
 		preload="pg_stat_statements"
 		conf=("distlock.direct_path = off")
 	elif [ "${s%-del}" != "$s" ]; then
-		conf+=("distlock.job_retention = 0")
-		keep=(--keep-none)
+		conf+=("distlock.delete_completed = on")
+		keep=(--delete-completed)
 	fi
 	d="$work/$s"
 	mkdir -p "$d"

@@ -46,7 +46,7 @@ consumed, so no change is lost to an immediate restart or to a failed read.
 --path sql says the cluster runs with distlock.direct_path = off (run.sh
 puts it in postgresql.conf) and picks the scenario's smaller numbers for
 that run; the checker then expects the SQL statements to have run.
---keep-none says it runs with distlock.job_retention = 0, so that every
+--delete-completed says it runs with distlock.delete_completed = on, so that every
 acknowledgement deletes its job, and picks the same smaller numbers; the
 checker then expects every completion to be a deletion.
 
@@ -660,9 +660,9 @@ class Orchestrator:
         self.mode = "soak" if a.soak else "gate"
         self.path = a.path
         self.name = a.scenario + ("-sql" if a.path == "sql" else "") + \
-            ("-del" if a.keep_none else "")
+            ("-del" if a.delete_completed else "")
         # the second runs (SQL path, deleting acknowledgements) are smaller
-        self.p = dict(spec[self.mode + ("_sql" if a.path == "sql" or a.keep_none else "")])
+        self.p = dict(spec[self.mode + ("_sql" if a.path == "sql" or a.delete_completed else "")])
         self.p.update(json.loads(a.set or "{}"))
         self.rng = random.Random(a.seed)
         self.paused_kinds = {}      # pauses so far: "lease", "jobs"
@@ -775,7 +775,7 @@ class Orchestrator:
                 " 'pg_stat_statements.track', 'debug_assertions')").fetchall())
             # what the clients' sessions run with (postgresql.conf; CREATE
             # EXTENSION loaded the library in this session)
-            for g in ("distlock.direct_path", "distlock.job_retention"):
+            for g in ("distlock.direct_path", "distlock.delete_completed"):
                 self.meta["settings"][g] = c.execute(
                     "SELECT current_setting(%s, true)", (g,)).fetchone()[0]
             # count from here on: setup's statements are not the workload's
@@ -961,7 +961,7 @@ class Orchestrator:
 
     def progress(self):
         """(jobs done, jobs in all): a job whose acknowledgement deleted it
-        (distlock.job_retention 0) has left the table."""
+        (distlock.delete_completed) has left the table."""
         r = self.h.q("SELECT count(*) FILTER (WHERE status = 'completed'),"
                      " count(*) FROM distlock.jobs", fetch="one")
         if not r:
@@ -1370,8 +1370,8 @@ def main():
     r.add_argument("--path", choices=["direct", "sql"], default="direct",
                    help="the queue path the cluster is set up for"
                    " (sql: distlock.direct_path = off in postgresql.conf)")
-    r.add_argument("--keep-none", action="store_true",
-                   help="the cluster runs with distlock.job_retention = 0 in postgresql.conf")
+    r.add_argument("--delete-completed", action="store_true",
+                   help="the cluster runs with distlock.delete_completed = on in postgresql.conf")
     for role in ("locker", "worker"):
         c = sub.add_parser(role)
         c.add_argument("--cid", required=True)

@@ -101,7 +101,7 @@ REINDEX TABLE CONCURRENTLY distlock.jobs;
 SELECT * FROM job_round('reindexed again', :'w');
 SELECT job_indexes_checked() AS index_checked;
 
--- with distlock.job_retention 0 an accepted acknowledgement deletes the
+-- with distlock.delete_completed an accepted acknowledgement deletes the
 -- job instead of completing it, on the same conditions on both paths; a
 -- refused one leaves it as it is, and one after the deletion raises 42704
 -- as one after the pruning would
@@ -142,7 +142,7 @@ BEGIN
 	INSERT INTO public.job_changes VALUES (OLD.id, OLD.status, 'deleted');
 	RETURN OLD;
 END $$;
-SET distlock.job_retention = 0;
+SET distlock.delete_completed = on;
 TRUNCATE job_changes;
 SELECT * FROM deleting_round('deleting direct', :'w');
 SELECT count(*) AS trigger_rows FROM job_changes;
@@ -152,7 +152,13 @@ SELECT * FROM deleting_round('deleting sql', :'w');
 SELECT old_status, new_status, count(*) FROM job_changes
  GROUP BY 1, 2 ORDER BY 1, 2;
 DROP TRIGGER job_deletes ON distlock.jobs;
-RESET distlock.job_retention;
+RESET distlock.delete_completed;
+-- the setting is the server's, a database's or a role's, not any role's
+CREATE ROLE distlock_paths_user;
+SET ROLE distlock_paths_user;
+SET distlock.delete_completed = on;
+RESET ROLE;
+DROP ROLE distlock_paths_user;
 SELECT job_indexes_checked() AS index_checked;
 
 SELECT distlock.session_close(:'w');

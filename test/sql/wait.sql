@@ -35,6 +35,16 @@ SELECT id = :j3 AS next, status, result FROM distlock.jobs WHERE id IN (:j2, :j3
 \set VERBOSITY sqlstate
 CALL distlock.complete_and_claim_wait(:j2, :'w');
 \set VERBOSITY default
+-- with distlock.delete_completed the acknowledgement deletes the job, and
+-- the wait that follows on an empty queue claims from the same queue (read
+-- before the job went), committing the acknowledgement: an empty array
+SET distlock.delete_completed = on;
+CALL distlock.complete_and_claim_wait(:j3, :'w', NULL, 1, '50 ms');
+SELECT count(*) AS j3_rows FROM distlock.jobs WHERE id = :j3;
+\set VERBOSITY sqlstate
+CALL distlock.complete_and_claim_wait(:j3, :'w');
+\set VERBOSITY default
+RESET distlock.delete_completed;
 
 -- inside a transaction block a waiting call cannot commit: only wait 0
 BEGIN;
