@@ -526,8 +526,10 @@ extern void dl_position_at_subabort(void);
 
 /* maintain.c */
 extern int	dl_job_retention;
-extern bool dl_delete_completed;
 extern int	dl_lock_retention;
+
+/* queue.c */
+extern bool dl_delete_completed;
 
 /* worker.c */
 extern int	dl_maintenance_naptime;

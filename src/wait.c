@@ -373,10 +373,9 @@ wait_keep_session(Datum session_id, TimestampTz now)
 }
 
 /*
- * The queue of job_id, copied to cxt, and its owner, read before the job is
- * acknowledged: with distlock.delete_completed the acknowledgement deletes
- * it.  NULL if there is no such job (the acknowledgement raises 42704);
- * nothing is told to the caller, who may see no more than that.
+ * The queue of job_id, copied to cxt, and its owner; NULL if there is no
+ * such job.  Nothing is told to the caller, who may see no more than the
+ * acknowledgement of the job tells.
  */
 static text *
 wait_job_queue(Datum job_id, MemoryContext cxt, Oid *owner)
@@ -438,9 +437,10 @@ wait_result(FunctionCallInfo fcinfo, Datum value, bool isnull,
  * Claim jobs for session_id until some are claimed or the wait ends at
  * deadline; the first try is made by first (claim, or complete and claim)
  * with first_values, the later ones by claim() on owner's queue; job_id, if
- * not 0, is the job first acknowledged, of that queue (wait_job_queue()),
- * from which the caller must still be allowed to claim.  Returns the jobs
- * claimed as an array in cxt, or sets *isnull if none were.
+ * not NULL, is the job first acknowledged, and the queue (if NULL: read
+ * once the job is acknowledged) that of the job, from which the caller must
+ * still be allowed to claim.  Returns the jobs claimed as an array in cxt,
+ * or sets *isnull if none were.
  *
  * A call that finds jobs at its first try never takes a waiter's slot, so
  * a busy worker costs nothing here; one that finds none takes a slot and
@@ -448,7 +448,7 @@ wait_result(FunctionCallInfo fcinfo, Datum value, bool isnull,
  * between is missed (wake.c).
  */
 static Datum
-wait_for_jobs(Oid owner, text *queue, Datum job_id, Datum session_id,
+wait_for_jobs(Oid owner, text *queue, const Datum *job_id, Datum session_id,
 			  int32 max_jobs,
 			  TimestampTz deadline, bool atomic, DistlockStmt *first,
 			  Datum *first_values, const char *first_nulls, bool *isnull,
@@ -502,12 +502,17 @@ wait_for_jobs(Oid owner, text *queue, Datum job_id, Datum session_id,
 			break;
 		}
 
-		if (job_id != (Datum) 0)
+		if (job_id != NULL)
 		{
-			/* as complete_and_claim() after a revoke: claim nothing */
+			if (queue == NULL)
+				queue = wait_job_queue(*job_id, cxt, &owner);
+			/*
+			 * As complete_and_claim() after a revoke: claim nothing; the same
+			 * if the job was pruned in the meantime.
+			 */
 			if (queue == NULL || !wait_queue_allowed(owner, queue))
 				break;
-			job_id = (Datum) 0;
+			job_id = NULL;
 		}
 		values[0] = PointerGetDatum(queue);
 		values[1] = session_id;
@@ -579,7 +584,7 @@ distlock_claim_wait(PG_FUNCTION_ARGS)
 	values[2] = Int32GetDatum(max_jobs);
 	values[3] = PG_ARGISNULL(5) ? ObjectIdGetDatum(GetUserId()) :
 		PG_GETARG_DATUM(5);
-	jobs = wait_for_jobs(DatumGetObjectId(values[3]), queue, (Datum) 0,
+	jobs = wait_for_jobs(DatumGetObjectId(values[3]), queue, NULL,
 						 values[1], max_jobs, deadline, atomic, &claim_stmt,
 						 values, NULL, &isnull, cxt);
 
@@ -626,8 +631,12 @@ distlock_complete_and_claim_wait(PG_FUNCTION_ARGS)
 		PointerGetDatum(PG_DETOAST_DATUM_COPY(PG_GETARG_DATUM(2)));
 	nulls[2] = PG_ARGISNULL(2) ? 'n' : ' ';
 	values[3] = Int32GetDatum(max_jobs);
-	queue = wait_job_queue(values[0], cxt, &owner);
-	jobs = wait_for_jobs(owner, queue, values[0], values[1], max_jobs,
+	/*
+	 * With distlock.delete_completed the acknowledgement deletes the job:
+	 * its queue, to wait on, is read before.  Otherwise only if it waits.
+	 */
+	queue = dl_delete_completed ? wait_job_queue(values[0], cxt, &owner) : NULL;
+	jobs = wait_for_jobs(owner, queue, &values[0], values[1], max_jobs,
 						 deadline, atomic, &complete_and_claim_stmt, values,
 						 nulls, &isnull, cxt);
 

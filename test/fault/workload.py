@@ -659,10 +659,11 @@ class Orchestrator:
         self.title = spec["title"]
         self.mode = "soak" if a.soak else "gate"
         self.path = a.path
-        self.name = a.scenario + ("-sql" if a.path == "sql" else "") + \
-            ("-del" if a.delete_completed else "")
+        # (test/failover/failover.py's arguments have no --delete-completed)
+        delete = getattr(a, "delete_completed", False)
+        self.name = a.scenario + ("-sql" if a.path == "sql" else "") + ("-del" if delete else "")
         # the second runs (SQL path, deleting acknowledgements) are smaller
-        self.p = dict(spec[self.mode + ("_sql" if a.path == "sql" or a.delete_completed else "")])
+        self.p = dict(spec[self.mode + ("_sql" if a.path == "sql" or delete else "")])
         self.p.update(json.loads(a.set or "{}"))
         self.rng = random.Random(a.seed)
         self.paused_kinds = {}      # pauses so far: "lease", "jobs"

@@ -126,6 +126,12 @@ BEGIN
 	EXCEPTION WHEN undefined_object THEN
 		RETURN QUERY SELECT 'complete a again', SQLSTATE;
 	END;
+	BEGIN
+		PERFORM distlock.complete_and_claim(a, w);
+		RETURN QUERY SELECT 'complete_and_claim a', 'accepted';
+	EXCEPTION WHEN undefined_object THEN
+		RETURN QUERY SELECT 'complete_and_claim a', SQLSTATE;
+	END;
 	RETURN QUERY SELECT 'complete_batch c b c', string_agg(CASE x WHEN b THEN 'b' WHEN c THEN 'c' ELSE 'other' END, ' ' ORDER BY n)
 	  FROM distlock.complete_batch(ARRAY[c, b, c], w) WITH ORDINALITY AS t(x, n);
 	RETURN QUERY SELECT 'b c rows', count(*)::text FROM distlock.jobs WHERE id IN (b, c);

@@ -36,11 +36,15 @@ SELECT id = :j3 AS next, status, result FROM distlock.jobs WHERE id IN (:j2, :j3
 CALL distlock.complete_and_claim_wait(:j2, :'w');
 \set VERBOSITY default
 -- with distlock.delete_completed the acknowledgement deletes the job, and
--- the wait that follows on an empty queue claims from the same queue (read
--- before the job went), committing the acknowledgement: an empty array
+-- the wait that follows claims from the job's queue (read before the job
+-- went): the job that becomes due there while it waits
 SET distlock.delete_completed = on;
-CALL distlock.complete_and_claim_wait(:j3, :'w', NULL, 1, '50 ms');
+SELECT distlock.enqueue('wq', '{"n": 4}', run_at => clock_timestamp() + interval '300 ms') AS j4 \gset
+CALL distlock.complete_and_claim_wait(:j3, :'w', NULL, 1, '10 s') \gset
+SELECT jsonb_path_query_array(:'jobs', '$[*].id') = jsonb_build_array(:j4) AS claimed_due;
 SELECT count(*) AS j3_rows FROM distlock.jobs WHERE id = :j3;
+-- and on an empty queue, a short wait ends with an empty array
+CALL distlock.complete_and_claim_wait(:j4, :'w', NULL, 1, '50 ms');
 \set VERBOSITY sqlstate
 CALL distlock.complete_and_claim_wait(:j3, :'w');
 \set VERBOSITY default
