@@ -999,6 +999,21 @@ class Check:
         zombie = refused_other = acks_ok = 0
         batches = collections.Counter()
         bclaims = collections.Counter()
+
+        def refused(op, n, gone=()):
+            """n answers of op refused: a zombie's if its session was not
+            live at the call, or (a call that raised, whose clock is not
+            known) if one of the jobs gone was completed by another
+            session."""
+            nonlocal zombie, refused_other
+            if op.get("t0") is not None and \
+                    not self.live_in(op.get("sid"), op["t0"], op["t0"]) or \
+                    any(c["old"].get("session") != op.get("sid")
+                        for j in gone for c in completions.get(j, [])):
+                zombie += n
+            else:
+                refused_other += n
+
         for op in self.ops:
             if op["op"] == "ack_batch":
                 batches[op["outcome"]] += 1
@@ -1007,13 +1022,16 @@ class Check:
                 if op["outcome"] == "fail" and op.get("err") in ("55000", "42704"):
                     # a refusal of the whole batch, one answer per id
                     bclaims["refused"] += 1
-                    n = len(set(op.get("jobs") or []))
-                    if op.get("t0") is not None and \
-                            not self.live_in(op.get("sid"), op["t0"], op["t0"]):
-                        zombie += n
-                    else:
-                        refused_other += n
+                    refused(op, len(set(op.get("jobs") or [])))
                     continue
+            if op["op"] in ("ack", "ack_batch") and op["outcome"] == "fail" \
+                    and op.get("err") == "42704":
+                # with distlock.delete_completed a job acknowledged before
+                # is gone, and acknowledging it raises 42704: a refusal (of
+                # the whole batch), one answer per id
+                ids = [op.get("job")] if op["op"] == "ack" else sorted(set(op.get("jobs") or []))
+                refused(op, len(ids), ids)
+                continue
             if op["op"] not in ("ack", "ack_batch", "ack_batch_claim") or op["outcome"] != "ok":
                 continue
             if op["op"] == "ack_batch_claim":
@@ -1030,11 +1048,8 @@ class Check:
             for acked in answers:
                 if acked:
                     acks_ok += 1
-                elif op.get("t0") is not None and \
-                        not self.live_in(op.get("sid"), op["t0"], op["t0"]):
-                    zombie += 1
                 else:
-                    refused_other += 1
+                    refused(op, 1)
         # the completions that complete_batch() made, as the WAL has them
         batches["completions"] = sum(
             1 for cs in completions.values() for c in cs
