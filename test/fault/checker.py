@@ -1878,8 +1878,9 @@ def which_path(h, ck):
     # every batch acknowledgement is one of these statements on the SQL
     # path: none counted means the pattern no longer matches the statement,
     # and the production path's zero would prove nothing for batches
+    batch_stmt = "complete_batch_held_stmt" if keep else "complete_batch_delete_stmt"
     if want == "sql" and (f.get("batches") or {}).get("completions") \
-            and not calls["complete_batch_held_stmt"]:
+            and not calls[batch_stmt]:
         bad.append("no batch acknowledgement statement was counted")
     head = ("production path: claims and acknowledgements worked on the table directly"
             if want == "direct" else

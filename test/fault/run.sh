@@ -19,7 +19,7 @@
 # (d2-sql, pool-sql): the queue's two implementations each face the
 # faults; and the queue once more, smaller, on the direct path with
 # distlock.delete_completed = on (d2-del), where every acknowledgement deletes
-# its job.  workload.py runs the clients and injects the faults,
+# its job, on both paths (d2-del-sql with FULL=1).  workload.py runs the clients and injects the faults,
 # checker.py judges the recorded history and which path the calls took.
 # The clusters keep the history without touching distlock's tables: a
 # logical replication slot (wal_level = logical, test_decoding) and commit
@@ -40,9 +40,9 @@ if [ ${#scenarios[@]} -eq 0 ]; then
 	# the production path, to stay within ten minutes; the regression and
 	# isolation suites run on both paths there.
 	if [ "${FULL:-0}" != 0 ] || [ "$SOAK" != 0 ]; then
-		scenarios+=(d2-sql pool-sql)
+		scenarios+=(d2-sql pool-sql d2-del-sql)
 	else
-		echo "# d2-sql and pool-sql left out: FULL=1 runs them (.ci/run does)"
+		echo "# d2-sql, pool-sql and d2-del-sql left out: FULL=1 runs them (.ci/run does)"
 	fi
 fi
 work=$(harness_workdir fault)
@@ -84,10 +84,10 @@ for s in "${scenarios[@]}"; do
 	# a scenario's seed depends on its name, not on which ones run
 	case $s in
 		d1) i=1 ;; d2) i=2 ;; d4) i=3 ;; pool) i=4 ;;
-		d2-sql) i=5 ;; pool-sql) i=6 ;; d2-del) i=7 ;; *) i=0 ;;
+		d2-sql) i=5 ;; pool-sql) i=6 ;; d2-del) i=7 ;; d2-del-sql) i=8 ;; *) i=0 ;;
 	esac
 	# NAME-sql: scenario NAME on the queue's SQL path; NAME-del: with
-	# acknowledgements that delete
+	# acknowledgements that delete; NAME-del-sql: both
 	scenario=${s%-sql}
 	scenario=${scenario%-del}
 	# the direct path with its claim positions and wake-ups in shared
@@ -100,7 +100,8 @@ for s in "${scenarios[@]}"; do
 		path=sql
 		preload="pg_stat_statements"
 		conf=("distlock.direct_path = off")
-	elif [ "${s%-del}" != "$s" ]; then
+	fi
+	if [ "${s%-del}" != "$s" ] || [ "${s%-del-sql}" != "$s" ]; then
 		conf+=("distlock.delete_completed = on")
 		keep=(--delete-completed)
 	fi

@@ -661,7 +661,7 @@ class Orchestrator:
         self.path = a.path
         # (test/failover/failover.py's arguments have no --delete-completed)
         delete = getattr(a, "delete_completed", False)
-        self.name = a.scenario + ("-sql" if a.path == "sql" else "") + ("-del" if delete else "")
+        self.name = a.scenario + ("-del" if delete else "") + ("-sql" if a.path == "sql" else "")
         # the second runs (SQL path, deleting acknowledgements) are smaller
         self.p = dict(spec[self.mode + ("_sql" if a.path == "sql" or delete else "")])
         self.p.update(json.loads(a.set or "{}"))
