@@ -1272,6 +1272,12 @@ class Check:
             elif f["k"] == "resume" and f["pid"] in pending:
                 p = pending.pop(f["pid"])
                 at = f.get("at_us")
+                if at is None and f.get("stopped_s") is not None \
+                        and p.get("until_us") is not None:
+                    # resumed while the server was down: the stop's length
+                    # by the harness's clock against what was left of the
+                    # session or lease when it was read, before the stop
+                    at = p["start_us"] + int(f["stopped_s"] * 1e6)
                 if at is not None and p.get("until_us") is not None and at > p["until_us"]:
                     outlived += 1
                     if p.get("what") == "lease" and p.get("name") is not None:

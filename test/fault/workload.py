@@ -649,7 +649,7 @@ class Proc:
     def __init__(self, role, idx, inc, popen):
         self.role, self.idx, self.inc, self.popen = role, idx, inc, popen
         self.cid = ("L%d" if role == "locker" else "W%d") % idx
-        self.paused_until = None
+        self.paused_at = self.paused_until = None
 
 
 class Orchestrator:
@@ -868,18 +868,23 @@ class Orchestrator:
             os.kill(p.popen.pid, signal.SIGSTOP)
         except ProcessLookupError:
             return
-        p.paused_until = now_mono() + dur
+        p.paused_at = now_mono()
+        p.paused_until = p.paused_at + dur
         self.fault("pause", c=p.cid, inc=p.inc, pid=p.popen.pid, what=what,
                    name=name, until_us=exp, start_us=now, dur=round(dur, 3))
 
     def resume(self, p):
+        # how long the client was stopped, by the harness's clock: the
+        # checker's measure when the server's clock cannot be read (a
+        # resume while the server restarts)
+        stopped = now_mono() - p.paused_at
         try:
             os.kill(p.popen.pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
         p.paused_until = None
         self.fault("resume", c=p.cid, inc=p.inc, pid=p.popen.pid,
-                   at_us=self.h.server_us())
+                   at_us=self.h.server_us(), stopped_s=round(stopped, 6))
 
     def do_crash(self):
         rows = self.h.q(
@@ -1026,8 +1031,14 @@ class Orchestrator:
                     faults_off_at = t
                     self.meta["faults_off_s"] = round(el, 3)
 
+            # A worker's pause runs its course after the faults stop: cut
+            # short, it would end before the session it outlasts (the
+            # quickest queue runs stop their faults some 10 s in, with one
+            # or two pauses under way).  Lock clients stop with the faults.
             for pr_ in self.live_procs():
-                if pr_.paused_until is not None and (t >= pr_.paused_until or not faults_on):
+                if pr_.paused_until is not None and (
+                        t >= pr_.paused_until
+                        or (not faults_on and pr_.role == "locker")):
                     self.resume(pr_)
 
             if faults_on and not self.server_down():
