@@ -89,9 +89,17 @@ class Db:
         end = self.lsn()
         if self.one("SELECT pg_wal_lsn_diff(%s::pg_lsn, %s::pg_lsn)", (end, lsn)) <= 0:
             return (0, 0)
-        for _ in range(200):
+        for i in range(200):
             if self.one("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (end,)):
                 break
+            if i == 20:
+                # With synchronous_commit off the WAL writer may flush no
+                # further than the last asynchronous commit, short of end
+                # (pg_walinspect refuses an end past the flush: "cannot
+                # accept future end LSN"): commit something synchronously.
+                with self.conn.transaction():
+                    self.run("SET LOCAL synchronous_commit = on")
+                    self.run("SELECT pg_current_xact_id()")
             time.sleep(0.05)
         rows = self.run("SELECT \"resource_manager/record_type\", count, record_size, fpi_size"
                         " FROM pg_get_wal_stats(%s::pg_lsn, %s::pg_lsn, true)"
