@@ -89,6 +89,8 @@ for s in "${scenarios[@]}"; do
 	# NAME-sql: scenario NAME on the queue's SQL path; NAME-del: with
 	# acknowledgements that delete; NAME-del-sql: both
 	scenario=${s%-sql}
+	deleting=no
+	[ "${scenario%-del}" != "$scenario" ] && deleting=yes
 	scenario=${scenario%-del}
 	# the direct path with its claim positions and wake-ups in shared
 	# memory (distlock preloaded, its background worker stopped)
@@ -101,7 +103,7 @@ for s in "${scenarios[@]}"; do
 		preload="pg_stat_statements"
 		conf=("distlock.direct_path = off")
 	fi
-	if [ "${s%-del}" != "$s" ] || [ "${s%-del-sql}" != "$s" ]; then
+	if [ $deleting = yes ]; then
 		conf+=("distlock.delete_completed = on")
 		keep=(--delete-completed)
 	fi
