@@ -46,6 +46,9 @@ Sections (--rows, comma-separated; all by default):
              distlock.maintain() every second, and again at once while it
              prunes a full batch, as the background worker does.
 
+Every section runs with synchronous_commit on (ALTER SYSTEM, restored
+after), as e2e.py's do, whatever bench.py's last pass left.
+
 Results go to a state file (--state, default $BENCH_WORK/wake.json) that
 successive runs add to; --report prints the tables, appends them to
 bench/results/latest.txt and writes bench/results/wake-<time>.csv.
@@ -90,6 +93,7 @@ WORKERS = 16
 SPACING_MS = (20, 40)
 HOLD_MS = (20, 40)
 LONG_WAIT = "60 seconds"
+SYNC = "on"
 
 log = bench.log
 
@@ -692,7 +696,7 @@ def report(rows):
                 f"{fmt(r['calls_per_s'], ',.0f')} |" for r in sec] + [""]
     sec = [r for r in rows if r["section"] == "throughput"]
     if sec:
-        out += ["Job cycle with the queue full (pgbench, -M prepared).", "",
+        out += [f"Job cycle with the queue full (pgbench, -M prepared, synchronous_commit {SYNC}).", "",
                 "| variant | clients | jobs/s | mean ms | p99 ms | WAL B/job |",
                 "| --- | ---: | ---: | ---: | ---: | ---: |"]
         out += [f"| {r['variant']} | {r['workers']} | {fmt(r['jobs_per_s'], ',.0f')} | "
@@ -731,15 +735,24 @@ def main():
     sections = [s for s in args.rows.split(",") if s]
     if sections and sections != ["none"]:
         db = bench.Db()
+        # as e2e.py: the enqueues and acknowledgements commit synchronously,
+        # as an application's would, whatever the cluster was left with
+        sync = db.one("SHOW synchronous_commit")
+        db.run(f"ALTER SYSTEM SET synchronous_commit = {SYNC}")
+        db.run("SELECT pg_reload_conf()")
         srv = Server(db, args.mode)
-        log(f"== waiting calls, {srv.wait_label()}"
+        log(f"== waiting calls, {srv.wait_label()}, synchronous_commit {SYNC}"
             f"{'' if srv.waiting else ': claim_wait/acquire not installed, their rows left out'}")
-        for s in sections:
-            if s not in SECTIONS:
-                raise SystemExit(f"unknown section {s}")
-            rows += SECTIONS[s](db, srv, args.only_waiting)
-            with open(args.state, "w") as f:
-                json.dump(rows, f)
+        try:
+            for s in sections:
+                if s not in SECTIONS:
+                    raise SystemExit(f"unknown section {s}")
+                rows += SECTIONS[s](db, srv, args.only_waiting)
+                with open(args.state, "w") as f:
+                    json.dump(rows, f)
+        finally:
+            db.run(f"ALTER SYSTEM SET synchronous_commit = {sync}")
+            db.run("SELECT pg_reload_conf()")
     if args.report:
         text = report(rows)
         print(text)
