@@ -27,6 +27,7 @@ and bench/wake.py; whatif, an experiment on distlock.jobs' indexes that
 runs only when named).
 """
 
+import contextlib
 import csv
 import datetime
 import glob
@@ -563,6 +564,21 @@ def measure_round(db, v, clients, est, tag, secs, prepare):
     raise SystemExit(f"{v.name} kept aborting:\n{p.stderr}")
 
 
+@contextlib.contextmanager
+def synchronous_commit(db, value):
+    """The cluster's synchronous_commit (ALTER SYSTEM, so that every client
+    of a round has it) set to value while the block runs, and back to what
+    it was after."""
+    old = db.one("SHOW synchronous_commit")
+    db.run(f"ALTER SYSTEM SET synchronous_commit = {value}")
+    db.run("SELECT pg_reload_conf()")
+    try:
+        yield
+    finally:
+        db.run(f"ALTER SYSTEM SET synchronous_commit = {old}")
+        db.run("SELECT pg_reload_conf()")
+
+
 def reset_sessions(db):
     """Compact the session tables, so that a group starts from a normal
     state whatever the heartbeat group left behind (autovacuum is off)."""
@@ -880,10 +896,11 @@ def main():
             f"{ROUNDS} round(s) of {SECS} s per variant and client count"
             f"{' (QUICK)' if QUICK else ''}")
     log(head)
-    try:
-        for passname in PASSES:
-            db.run(f"ALTER SYSTEM SET synchronous_commit = {passname}")
-            db.run("SELECT pg_reload_conf()")
+    for passname in PASSES:
+        # each pass restores the cluster's setting: bench/run.sh runs e2e.py
+        # and wake.py on this cluster next (until 2026-11-27 the waiting
+        # calls were measured with the last pass's asynchronous commits)
+        with synchronous_commit(db, passname):
             db.run("SELECT pg_stat_reset_shared('wal')")
             time.sleep(0.2)
             for key, title, clients_list, variants in GROUPS:
@@ -900,12 +917,6 @@ def main():
                 run_scaling(db, results, passname)
             FLUSH_MS[passname] = db.one(
                 "SELECT wal_sync_time / nullif(wal_sync, 0) FROM pg_stat_wal")
-    finally:
-        # back to the cluster's own setting: bench/run.sh runs e2e.py and
-        # wake.py on this cluster next (the last pass, off, measured the
-        # waiting calls with asynchronous commits until 2026-11-27)
-        db.run("ALTER SYSTEM RESET synchronous_commit")
-        db.run("SELECT pg_reload_conf()")
 
     out = [head, ""]
     csv_rows = []

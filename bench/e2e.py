@@ -276,28 +276,25 @@ def main():
             raise SystemExit("graphile-worker's migrations failed")
     else:
         log("e2e: GRAPHILE_DIR is not set; graphile-worker's rows are left out")
-    sync = db.one("SHOW synchronous_commit")
-    db.run(f"ALTER SYSTEM SET synchronous_commit = {SYNC}")
-    db.run("SELECT pg_reload_conf()")
     bench.reset_sessions(db)
     results, est, rows = {}, {}, []
     log(f"== end to end against graphile-worker, synchronous_commit {SYNC}")
-    try:
-        for n in WORKERS:
-            for rnd in range(bench.ROUNDS):
-                order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]
-                for v in order:
-                    jobs, secs, note = run_round(db, v, n, est.get((v.name, n), v.fill_rate))
-                    results.setdefault((SYNC, GROUP, n, v.name), bench.Cell()).add(
-                        jobs, 0, secs, (0, 0), [])
-                    est[(v.name, n)] = max(jobs / secs, 1000)
-                    rows.append(dict(workers=n, round=rnd + 1, variant=v.name, jobs=jobs,
-                                     secs=round(secs, 3), jobs_per_s=round(jobs / secs, 1)))
-                    log(f"  e2e n={n:<2} r{rnd + 1} {v.name:50} {jobs / secs:8.0f} jobs/s{note}")
-    finally:
-        db.run(f"TRUNCATE {TABLES}")
-        db.run(f"ALTER SYSTEM SET synchronous_commit = {sync}")
-        db.run("SELECT pg_reload_conf()")
+    with bench.synchronous_commit(db, SYNC):
+        try:
+            for n in WORKERS:
+                for rnd in range(bench.ROUNDS):
+                    order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]
+                    for v in order:
+                        jobs, secs, note = run_round(db, v, n, est.get((v.name, n), v.fill_rate))
+                        results.setdefault((SYNC, GROUP, n, v.name), bench.Cell()).add(
+                            jobs, 0, secs, (0, 0), [])
+                        est[(v.name, n)] = max(jobs / secs, 1000)
+                        rows.append(dict(workers=n, round=rnd + 1, variant=v.name, jobs=jobs,
+                                         secs=round(secs, 3), jobs_per_s=round(jobs / secs, 1)))
+                        log(f"  e2e n={n:<2} r{rnd + 1} {v.name:50} {jobs / secs:8.0f}"
+                            f" jobs/s{note}")
+        finally:
+            db.run(f"TRUNCATE {TABLES}")
     text = report(results, variants)
     print(text)
     os.makedirs(bench.RESULTS, exist_ok=True)

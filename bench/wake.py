@@ -735,24 +735,18 @@ def main():
     sections = [s for s in args.rows.split(",") if s]
     if sections and sections != ["none"]:
         db = bench.Db()
-        # as e2e.py: the enqueues and acknowledgements commit synchronously,
-        # as an application's would, whatever the cluster was left with
-        sync = db.one("SHOW synchronous_commit")
-        db.run(f"ALTER SYSTEM SET synchronous_commit = {SYNC}")
-        db.run("SELECT pg_reload_conf()")
         srv = Server(db, args.mode)
         log(f"== waiting calls, {srv.wait_label()}, synchronous_commit {SYNC}"
             f"{'' if srv.waiting else ': claim_wait/acquire not installed, their rows left out'}")
-        try:
+        # as e2e.py: the enqueues and acknowledgements commit synchronously,
+        # as an application's would, whatever the cluster was left with
+        with bench.synchronous_commit(db, SYNC):
             for s in sections:
                 if s not in SECTIONS:
                     raise SystemExit(f"unknown section {s}")
                 rows += SECTIONS[s](db, srv, args.only_waiting)
                 with open(args.state, "w") as f:
                     json.dump(rows, f)
-        finally:
-            db.run(f"ALTER SYSTEM SET synchronous_commit = {sync}")
-            db.run("SELECT pg_reload_conf()")
     if args.report:
         text = report(rows)
         print(text)
