@@ -23,8 +23,9 @@ Environment: QUICK=1 (short rounds, smaller scaling sets), ROUNDS,
 ROUND_SECS, CLIENTS ("1 4 16"), PASSES ("on off": synchronous_commit),
 WORKLOADS (a subset of: lock contended heartbeat job1 job10 job100 enqueue
 floor scaling; and e2e and wake, which bench/run.sh runs with bench/e2e.py
-and bench/wake.py; whatif, an experiment on distlock.jobs' indexes that
-runs only when named).
+and bench/wake.py; whatif, whatif10 and whatif100, an experiment on
+distlock.jobs' indexes with one job, 10 or 100 per claim, that runs only
+when named).
 """
 
 import contextlib
@@ -272,9 +273,13 @@ def prep_enqueue(db, clients, est):
     db.run("VACUUM ANALYZE distlock.jobs, tasks")
 
 
+# A first guess of a job cycle's jobs/s by batch size, to size the fills.
+JOB_FILL_RATE = {1: 5000, 10: 30000, 100: 60000}
+
+
 def job_variants(batch):
     d = {"batch": batch, "have_sid": 0, "jid": 0, "del": 0}
-    rate = {1: 5000, 10: 30000, 100: 60000}[batch]
+    rate = JOB_FILL_RATE[batch]
     v = [Variant("distlock", "job_distlock.sql", "distlock", d, prep_distlock_jobs,
                  jobs_counter("distlock.jobs"), fill_rate=rate),
          # the same calls keeping no finished job: each acknowledgement
@@ -332,9 +337,13 @@ def lock_variants(nnames):
 # indexes by name) that take no entries: "2 index entries" empties the two;
 # "HOT" also drops the status predicates of jobs_claim_idx and
 # jobs_dedup_idx, so that no update of a job changes an indexed column and
-# PostgreSQL can update it in place (heap-only).  Reaping, retention and
-# deduplication do not work in those shapes; the job cycle runs as it
-# ships, on the direct path.  Opt-in: WORKLOADS=whatif.
+# PostgreSQL can update it in place (heap-only) where the page has room;
+# "HOT, fillfactor 50" leaves half of each page for that.  Reaping,
+# retention and deduplication do not work in those shapes, and without
+# the status predicate a claim steps over claimed and finished jobs but for
+# its position; the job cycle runs as it ships, on the direct path.
+# Opt-in: WORKLOADS="whatif whatif10 whatif100" (one job, 10 or 100 per
+# claim).
 
 WHATIF_INDEXES = ("jobs_claim_idx", "jobs_dedup_idx", "jobs_running_session_idx",
                   "jobs_finished_idx")
@@ -350,6 +359,10 @@ WHATIF_SHAPES = {
         "jobs_finished_idx": "(id) WHERE false",
     },
 }
+# HOT with room for it: the new version of an updated job stays on its
+# page only if the page has room, which pages filled to 100% lack until
+# pruning makes some.
+WHATIF_SHAPES["HOT, fillfactor 50"] = dict(WHATIF_SHAPES["HOT"], fillfactor=50)
 WHATIF_SHIPPED = {}
 
 
@@ -360,6 +373,10 @@ def whatif_shape(db, shape):
             WHATIF_SHIPPED[name] = db.one(
                 "SELECT pg_get_indexdef(%s::regclass)", (f"distlock.{name}",))
     changed = WHATIF_SHAPES.get(shape, {})
+    if "fillfactor" in changed:
+        db.run(f"ALTER TABLE distlock.jobs SET (fillfactor = {changed['fillfactor']})")
+    else:
+        db.run("ALTER TABLE distlock.jobs RESET (fillfactor)")
     for name in WHATIF_INDEXES:
         unique = "UNIQUE " if name == "jobs_dedup_idx" else ""
         ddl = (f"CREATE {unique}INDEX {name} ON distlock.jobs {changed[name]}"
@@ -376,15 +393,22 @@ def prep_whatif(shape):
     return prep
 
 
-def whatif_variants():
-    d = {"batch": 1, "have_sid": 0, "jid": 0, "del": 0}
+# The what-if groups and their batch sizes: one job per claim (the cycle
+# bound by its two commits), and batches, where the server's CPU is the
+# limit at 1 client and the index entries are most of it.
+WHATIF_GROUPS = {"whatif": 1, "whatif10": 10, "whatif100": 100}
+
+
+def whatif_variants(batch):
+    d = {"batch": batch, "have_sid": 0, "jid": 0, "del": 0}
+    rate = JOB_FILL_RATE[batch]
     v = [Variant("distlock", "job_distlock.sql", "distlock", d, prep_whatif(None),
-                 jobs_counter("distlock.jobs"), fill_rate=5000)]
+                 jobs_counter("distlock.jobs"), fill_rate=rate)]
     for shape in WHATIF_SHAPES:
         v.append(Variant(f"distlock, what if: {shape}", "job_distlock.sql", "distlock", d,
-                         prep_whatif(shape), jobs_counter("distlock.jobs"), fill_rate=5000))
+                         prep_whatif(shape), jobs_counter("distlock.jobs"), fill_rate=rate))
     v.append(Variant("SQL SKIP LOCKED", "job_skiplocked.sql", "baseline", d, prep_tasks,
-                     jobs_counter("tasks", "state"), fill_rate=5000))
+                     jobs_counter("tasks", "state"), fill_rate=rate))
     return v
 
 
@@ -392,23 +416,25 @@ def whatif_report(results):
     """The what-if shapes' throughput and WAL against SQL SKIP LOCKED's."""
     out = []
     for p in PASSES:
-        for shape in [None] + list(WHATIF_SHAPES):
-            name = f"distlock, what if: {shape}" if shape else "distlock"
-            parts = []
-            for c in CLIENTS:
-                a, b = results.get((p, "whatif", c, name)), results.get(
-                    (p, "whatif", c, "SQL SKIP LOCKED"))
-                if a and b and a.ops and b.ops:
-                    parts.append(f"{c}: {a.ops_per_s() / b.ops_per_s():.2f}x,"
-                                 f" {a.wal_per_op():.0f} vs {b.wal_per_op():.0f} B")
-            if parts:
-                out.append(f"- [report] job cycle, {shape or 'as shipped'}, vs SQL SKIP LOCKED"
-                           f" (sync {p}): " + "; ".join(parts))
+        for key, batch in WHATIF_GROUPS.items():
+            what = "one job" if batch == 1 else f"batches of {batch}"
+            for shape in [None] + list(WHATIF_SHAPES):
+                name = f"distlock, what if: {shape}" if shape else "distlock"
+                parts = []
+                for c in CLIENTS:
+                    a, b = results.get((p, key, c, name)), results.get(
+                        (p, key, c, "SQL SKIP LOCKED"))
+                    if a and b and a.ops and b.ops:
+                        parts.append(f"{c}: {a.ops_per_s() / b.ops_per_s():.2f}x,"
+                                     f" {a.wal_per_op():.0f} vs {b.wal_per_op():.0f} B")
+                if parts:
+                    out.append(f"- [report] job cycle, {what}, {shape or 'as shipped'},"
+                               f" vs SQL SKIP LOCKED (sync {p}): " + "; ".join(parts))
     return out
 
 
 # Groups run only when WORKLOADS names them.
-OPT_IN = {"whatif"}
+OPT_IN = set(WHATIF_GROUPS)
 
 GROUPS = [
     ("lock", "lock acquire + release, uncontended (10,000 names)", CLIENTS,
@@ -433,9 +459,9 @@ GROUPS = [
         Variant("simple-update -N", None, "floor", {}, None, builtin="simple-update"),
         Variant("SELECT 1", "select1.sql", "floor", {}, None),
     ]),
-    ("whatif", "job cycle with fewer index entries, what if (jobs/s)", CLIENTS,
-     whatif_variants()),
-]
+] + [(key, "job cycle with fewer index entries, what if, "
+         + ("1 job per claim" if batch == 1 else f"batches of {batch}") + " (jobs/s)",
+         CLIENTS, whatif_variants(batch)) for key, batch in WHATIF_GROUPS.items()]
 
 
 # --- running a round ------------------------------------------------------
@@ -910,7 +936,7 @@ def main():
                       if not (v.needs == "pgq" and not HAVE_PGQ) and have.get(v.needs, True)]
                 log(f"== synchronous_commit {passname}: {title}")
                 run_group(db, key, clients_list, vs, results, passname)
-                if key == "whatif":
+                if key in WHATIF_GROUPS:
                     whatif_shape(db, None)
             if (not ONLY or "scaling" in ONLY) and passname == PASSES[0]:
                 log(f"== synchronous_commit {passname}: scaling")
@@ -931,9 +957,9 @@ def main():
     if t17:
         out += ["Targets (issue 17; the end-to-end rows against graphile-worker"
                 " follow from bench/e2e.py):", ""] + t17 + [""]
-    if any(k[1] == "whatif" for k in results):
+    if any(k[1] in WHATIF_GROUPS for k in results):
         out += ["What if distlock.jobs' updates added fewer index entries (not a"
-                " configuration: bench/bench.py, WORKLOADS=whatif):", ""] + whatif_report(results)
+                " configuration: bench/bench.py, WORKLOADS=\"whatif whatif10 whatif100\"):", ""] + whatif_report(results)
     text = "\n".join(out) + "\n"
     print(text)
     with open(os.path.join(RESULTS, "latest.txt"), "w") as f:
