@@ -277,6 +277,11 @@ def prep_enqueue(db, clients, est):
 JOB_FILL_RATE = {1: 5000, 10: 30000, 100: 60000}
 
 
+def per_claim(batch):
+    """How many jobs a cycle of batch claims, as the groups' titles say it."""
+    return "1 job per claim" if batch == 1 else f"batches of {batch}"
+
+
 def job_variants(batch):
     d = {"batch": batch, "have_sid": 0, "jid": 0, "del": 0}
     rate = JOB_FILL_RATE[batch]
@@ -417,7 +422,6 @@ def whatif_report(results):
     out = []
     for p in PASSES:
         for key, batch in WHATIF_GROUPS.items():
-            what = "one job" if batch == 1 else f"batches of {batch}"
             for shape in [None] + list(WHATIF_SHAPES):
                 name = f"distlock, what if: {shape}" if shape else "distlock"
                 parts = []
@@ -428,7 +432,7 @@ def whatif_report(results):
                         parts.append(f"{c}: {a.ops_per_s() / b.ops_per_s():.2f}x,"
                                      f" {a.wal_per_op():.0f} vs {b.wal_per_op():.0f} B")
                 if parts:
-                    out.append(f"- [report] job cycle, {what}, {shape or 'as shipped'},"
+                    out.append(f"- [report] job cycle, {per_claim(batch)}, {shape or 'as shipped'},"
                                f" vs SQL SKIP LOCKED (sync {p}): " + "; ".join(parts))
     return out
 
@@ -447,9 +451,9 @@ GROUPS = [
         Variant("plain UPDATE", "heartbeat_update.sql", "baseline", {"have_sid": 0}, prep_heartbeat,
                 dead_table="worker_sessions"),
     ]),
-    ("job1", "job cycle, 1 job per claim (jobs/s)", CLIENTS, job_variants(1)),
-    ("job10", "job cycle, batches of 10 (jobs/s)", CLIENTS, job_variants(10)),
-    ("job100", "job cycle, batches of 100 (jobs/s)", CLIENTS, job_variants(100)),
+    ("job1", f"job cycle, {per_claim(1)} (jobs/s)", CLIENTS, job_variants(1)),
+    ("job10", f"job cycle, {per_claim(10)} (jobs/s)", CLIENTS, job_variants(10)),
+    ("job100", f"job cycle, {per_claim(100)} (jobs/s)", CLIENTS, job_variants(100)),
     ("enqueue", "enqueue one job", CLIENTS, [
         Variant("distlock", "enqueue_distlock.sql", "distlock", {}, prep_enqueue),
         Variant("plain INSERT", "enqueue_insert.sql", "baseline", {}, prep_enqueue),
@@ -459,8 +463,7 @@ GROUPS = [
         Variant("simple-update -N", None, "floor", {}, None, builtin="simple-update"),
         Variant("SELECT 1", "select1.sql", "floor", {}, None),
     ]),
-] + [(key, "job cycle with fewer index entries, what if, "
-         + ("1 job per claim" if batch == 1 else f"batches of {batch}") + " (jobs/s)",
+] + [(key, f"job cycle with fewer index entries, what if, {per_claim(batch)} (jobs/s)",
          CLIENTS, whatif_variants(batch)) for key, batch in WHATIF_GROUPS.items()]
 
 
