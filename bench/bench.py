@@ -437,6 +437,10 @@ def whatif_report(results):
     return out
 
 
+# The floor of a cycle of one or two transactions, each of which changes a
+# row durably (floor_commit.sql).
+FLOOR_COMMITS = {1: "one durable commit", 2: "two durable commits"}
+
 # Groups run only when WORKLOADS names them.
 OPT_IN = set(WHATIF_GROUPS)
 
@@ -459,9 +463,11 @@ GROUPS = [
         Variant("plain INSERT", "enqueue_insert.sql", "baseline", {}, prep_enqueue),
         Variant("PgQ insert_event", "enqueue_pgq.sql", "baseline", {}, prep_enqueue, needs="pgq"),
     ]),
-    ("floor", "the floor: pgbench built-ins", CLIENTS, [
+    ("floor", "the floor: pgbench built-ins and durable commits", CLIENTS, [
         Variant("simple-update -N", None, "floor", {}, None, builtin="simple-update"),
         Variant("SELECT 1", "select1.sql", "floor", {}, None),
+        Variant(FLOOR_COMMITS[1], "floor_commit.sql", "floor", {"commits": 1}, None),
+        Variant(FLOOR_COMMITS[2], "floor_commit.sql", "floor", {"commits": 2}, None),
     ]),
 ] + [(key, f"job cycle with fewer index entries, what if, {per_claim(batch)} (jobs/s)",
          CLIENTS, whatif_variants(batch)) for key, batch in WHATIF_GROUPS.items()]
@@ -813,24 +819,37 @@ def targets(results):
     return out
 
 
-# Mean time of a WAL flush (pg_stat_wal, track_wal_io_timing) per pass.
-FLUSH_MS = {}
+# Issue 17's throughput targets against the floor of their cycle's shape:
+# (group, jobs per cycle, distlock's variant, commits per cycle, baseline).
+CEILINGS = [
+    ("job1", 1, "distlock", 2, "SQL SKIP LOCKED"),
+    ("job1", 1, "distlock complete_and_claim", 1, "SQL SKIP LOCKED, 1 txn"),
+    ("job10", 10, "distlock", 2, "SQL SKIP LOCKED"),
+    ("job10", 10, "distlock complete_batch_and_claim", 1, "SQL SKIP LOCKED, 1 txn"),
+    ("job100", 100, "distlock", 2, "SQL SKIP LOCKED"),
+    ("job100", 100, "distlock complete_batch_and_claim", 1, "SQL SKIP LOCKED, 1 txn"),
+]
 
 
-def cycle_ceiling(results, p):
-    """What a cycle of two transactions can do at best at 1 client: two
-    round trips (SELECT 1) and two WAL flushes per job, against SQL SKIP
-    LOCKED's time per job."""
-    one = results.get((p, "floor", 1, "SELECT 1"))
-    skip = results.get((p, "job1", 1, "SQL SKIP LOCKED"))
-    flush = FLUSH_MS.get(p)
-    if not (one and skip and one.lat and skip.lat and flush):
-        return []
-    floor = 2 * (one.mean_ms() + flush)
-    return [f"- [report] job cycle at 1 client: two round trips (SELECT 1: {one.mean_ms():.3f} ms)"
-            f" and two WAL flushes ({flush:.3f} ms each) take {floor:.3f} ms per job; SQL SKIP"
-            f" LOCKED takes {skip.mean_ms():.3f} ms, so no cycle of two transactions can exceed"
-            f" {skip.mean_ms() / floor:.2f}x it here"]
+def shape_ceilings(results, p):
+    """The most each throughput ratio could be here: a cycle of as many
+    transactions as distlock's variant commits, each changing a row durably,
+    can complete no more cycles per second than the floor of that many
+    commits, so its jobs per second are at most the floor's cycles times
+    the batch, over the baseline's jobs per second."""
+    out = []
+    for g, batch, num, commits, den in CEILINGS:
+        parts = []
+        for c in CLIENTS:
+            f = cell_ops(results, p, "floor", c, FLOOR_COMMITS[commits])
+            b = cell_ops(results, p, g, c, den)
+            if f and b:
+                parts.append(f"{c}: {f * batch / b:.2f}x")
+        if parts:
+            out.append(f"- [report] ceiling of {num}, {per_claim(batch)}, vs {den}:"
+                       f" {FLOOR_COMMITS[commits]} a cycle (floor_commit.sql) allow at most "
+                       + ", ".join(parts))
+    return out
 
 
 def targets17(results):
@@ -853,7 +872,7 @@ def targets17(results):
                 "distlock", "SQL SKIP LOCKED", 3.0)
     check_ratio(out, results, "job cycle, 1 job per call, vs SQL SKIP LOCKED", p, "job1", CLIENTS,
                 "distlock", "SQL SKIP LOCKED", 1.5)
-    out += cycle_ceiling(results, p)
+    out += shape_ceilings(results, p)
     check_ratio(out, results, "complete_and_claim vs SQL SKIP LOCKED in 1 txn", p, "job1", CLIENTS,
                 "distlock complete_and_claim", "SQL SKIP LOCKED, 1 txn", 1.5)
     for b in ("job10", "job100"):
@@ -944,8 +963,6 @@ def main():
             if (not ONLY or "scaling" in ONLY) and passname == PASSES[0]:
                 log(f"== synchronous_commit {passname}: scaling")
                 run_scaling(db, results, passname)
-            FLUSH_MS[passname] = db.one(
-                "SELECT wal_sync_time / nullif(wal_sync, 0) FROM pg_stat_wal")
 
     out = [head, ""]
     csv_rows = []

@@ -41,7 +41,6 @@ cluster_start "$dir" \
 	"max_wal_size = 16GB" \
 	"checkpoint_timeout = 1h" \
 	"autovacuum = off" \
-	"track_wal_io_timing = on" \
 	"shared_preload_libraries = 'distlock'" \
 	"distlock.maintenance_naptime = 0" \
 	"log_min_messages = warning"

@@ -57,6 +57,15 @@ CREATE TABLE worker_sessions
 INSERT INTO worker_sessions
 SELECT bench_sid(n), now() FROM generate_series(0, 15) n;
 
+-- The floor of a cycle of durable transactions (floor_commit.sql): one
+-- row per pgbench client, updated in place.
+CREATE TABLE floor_rows
+(
+	id			integer PRIMARY KEY,
+	n			bigint NOT NULL DEFAULT 0
+);
+INSERT INTO floor_rows (id) SELECT generate_series(0, 1023);
+
 -- The SKIP LOCKED queue: the seeds' state-transition table with named
 -- queues, priorities and retries, and a partial index on pending tasks in
 -- claim order.
