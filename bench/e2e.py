@@ -46,6 +46,13 @@ same server, with synchronous_commit on:
                                  of 10 x N jobs, completions in batches),
                                  shown for information; issue 17's target
                                  is set on the batches of 10
+  floor: one / two durable       N pgbench clients, each looping one or
+  commits a cycle                two transactions that each update one
+                                 row of its own by key (bench.py's
+                                 floor_commit.sql): cycles per second, the
+                                 most any cycle of that many commits can
+                                 do here; each target's report line says
+                                 how far above graphile-worker that is
 
 graphile-worker runs in one Node process (bench/graphile/e2e.mjs, through
 install.sh's Node), its task an empty async function; distlock's workers
@@ -105,7 +112,8 @@ log = bench.log
 
 class Variant:
     """One way of working through the queue: graphile-worker in a mode of
-    e2e.mjs, or distlock's job cycle with batches of batch jobs."""
+    e2e.mjs, distlock's job cycle with batches of mode jobs, or the floor
+    of a cycle of mode durable commits (bench.py's, floor_commit.sql)."""
 
     def __init__(self, name, kind, mode, fill_rate, pool=False, script="job_distlock.sql",
                  keep=True):
@@ -113,16 +121,23 @@ class Variant:
         self.pool = pool    # distlock: one client claiming mode x N jobs
         self.script = script
         self.keep = keep    # distlock: False runs with distlock.delete_completed
+        # distlock: the transactions of a cycle (claim, then acknowledge; or
+        # both in one call)
+        self.commits = 2 if script == "job_distlock.sql" else 1
 
     def pgbench(self, n):
         """(the pgbench variant, its clients) for n workers."""
+        if self.kind == "floor":
+            return bench.Variant(self.name, self.script, "floor", {"commits": self.mode}), n
         batch, clients = (self.mode * n, 1) if self.pool else (self.mode, n)
         return (bench.Variant(self.name, self.script, "distlock",
                               {"batch": batch, "have_sid": 0, "jid": 0}), clients)
 
     def fill(self, db, n):
         db.run(f"TRUNCATE {TABLES}")
-        if self.kind == "distlock":
+        if self.kind == "floor":
+            db.run("VACUUM floor_rows")
+        elif self.kind == "distlock":
             bench.fill_distlock(db, n)
         else:
             db.run(f"""
@@ -134,7 +149,10 @@ class Variant:
         db.run("CHECKPOINT")
 
     def state(self, db):
-        """(jobs completed so far, up to a constant; jobs left)."""
+        """(jobs completed so far, up to a constant; jobs left).  For the
+        floor: cycles, each counted once per row it updated, and no end."""
+        if self.kind == "floor":
+            return db.one("SELECT sum(n)::bigint FROM floor_rows") // self.mode, 10 ** 9
         if self.kind == "distlock":
             # a job deleted by its acknowledgement has left the table
             return db.run("SELECT count(*) FILTER (WHERE status = 'completed') - count(*),"
@@ -196,6 +214,10 @@ VARIANTS = [
     Variant("distlock, one job per call, in one call, delete_completed", "distlock", 1, 8000,
             script="job_distlock_cc.sql", keep=False),
 ]
+# The floor of a cycle of one and two transactions, each of which changes a
+# row durably: cycles per second, not jobs.
+FLOORS = {c: Variant(f"floor: {bench.FLOOR_COMMITS[c]} a cycle", "floor", c, 10000,
+                     script="floor_commit.sql") for c in (1, 2)}
 PAIRS = [  # issue 17's targets: (label, distlock, graphile-worker, goal)
     ("batched mode: distlock batches of 10 vs graphile-worker's local queue",
      VARIANTS[3].name, VARIANTS[1].name, 1.2),
@@ -238,11 +260,27 @@ def run_round(db, v, n, est):
     raise SystemExit(f"{v.name}: the queue kept running low")
 
 
+def ceiling(out, results, num, den):
+    """The most variant num could do against den here: the floor of as many
+    commits a cycle as num's, times its batch, over den's jobs per second
+    (bench.py's shape_ceilings, for the workers of this harness)."""
+    v = next(v for v in VARIANTS if v.name == num)
+    floor = FLOORS[v.commits]
+    parts = [f"{n}: {f * v.mode / b:.2f}x" for n in WORKERS
+             for f, b in [(bench.cell_ops(results, SYNC, GROUP, n, floor.name),
+                           bench.cell_ops(results, SYNC, GROUP, n, den))]
+             if f is not None and b]
+    if parts:
+        out.append(f"  - [report] ceiling: the floor of {bench.FLOOR_COMMITS[v.commits]} a cycle"
+                   " allows at most " + ", ".join(parts))
+
+
 def report(results, variants):
     ts = [f"{n} workers" for n in WORKERS]
     out = [f"End to end (bench/e2e.py): jobs completed per second, no-op jobs, synchronous_commit"
            f" {SYNC}, {bench.ROUNDS} round(s) of {SECS} s per variant and worker count;"
-           " graphile-worker in one Node process, distlock's workers pgbench clients.", "",
+           " graphile-worker in one Node process, distlock's workers pgbench clients;"
+           " the floor's rows are cycles per second.", "",
            "| variant | " + " | ".join(ts) + " |",
            "| --- | " + " | ".join("---:" for _ in ts) + " |"]
     for v in variants:
@@ -252,6 +290,7 @@ def report(results, variants):
     out += ["", "Targets (issue 17, end to end against graphile-worker):", ""]
     for label, num, den, goal in PAIRS:
         bench.check_ratio(out, results, label, SYNC, GROUP, WORKERS, num, den, goal)
+        ceiling(out, results, num, den)
     # the same shape on both sides, for information: not a target
     parts = [f"{n}: {a / b:.2f}x" for n in WORKERS
              for a, b in [(bench.cell_ops(results, SYNC, GROUP, n, VARIANTS[4].name),
@@ -269,7 +308,8 @@ def report(results, variants):
 
 def main():
     db = bench.Db()
-    variants = [v for v in VARIANTS if v.kind == "distlock" or wake.GRAPHILE_DIR]
+    variants = ([v for v in VARIANTS if v.kind == "distlock" or wake.GRAPHILE_DIR]
+                + list(FLOORS.values()))
     if wake.GRAPHILE_DIR:
         # its schema, before the first fill
         if wake.graphile_node("e2e.mjs", "1", "migrate").wait() != 0:
