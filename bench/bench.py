@@ -834,9 +834,10 @@ CEILINGS = [
 def shape_ceilings(results, p):
     """The most each throughput ratio could be here: a cycle of as many
     transactions as distlock's variant commits, each changing a row durably,
-    can complete no more cycles per second than the floor of that many
-    commits, so its jobs per second are at most the floor's cycles times
-    the batch, over the baseline's jobs per second."""
+    does at least the work of the floor's cycle of that many commits (one
+    row of the client's own updated in place), so its jobs per second are
+    at most the floor's cycles per second times the batch; over the
+    baseline's jobs per second in the same run."""
     out = []
     for g, batch, num, commits, den in CEILINGS:
         parts = []
