@@ -831,6 +831,19 @@ CEILINGS = [
 ]
 
 
+def ceiling_parts(results, p, clients, floor, batch, base):
+    """Per client count, "c: r.rrx": the cycles per second of floor, a
+    (group, variant) of floor_commit.sql, times batch, over the jobs per
+    second of base, a (group, variant)."""
+    parts = []
+    for c in clients:
+        f = cell_ops(results, p, floor[0], c, floor[1])
+        b = cell_ops(results, p, base[0], c, base[1])
+        if f is not None and b:
+            parts.append(f"{c}: {f * batch / b:.2f}x")
+    return parts
+
+
 def shape_ceilings(results, p):
     """The most each throughput ratio could be here: a cycle of as many
     transactions as distlock's variant commits, each changing a row durably,
@@ -840,12 +853,8 @@ def shape_ceilings(results, p):
     baseline's jobs per second in the same run."""
     out = []
     for g, batch, num, commits, den in CEILINGS:
-        parts = []
-        for c in CLIENTS:
-            f = cell_ops(results, p, "floor", c, FLOOR_COMMITS[commits])
-            b = cell_ops(results, p, g, c, den)
-            if f and b:
-                parts.append(f"{c}: {f * batch / b:.2f}x")
+        parts = ceiling_parts(results, p, CLIENTS, ("floor", FLOOR_COMMITS[commits]), batch,
+                              (g, den))
         if parts:
             out.append(f"- [report] ceiling of {num}, {per_claim(batch)}, vs {den}:"
                        f" {FLOOR_COMMITS[commits]} a cycle (floor_commit.sql) allow at most "

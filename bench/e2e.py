@@ -266,10 +266,8 @@ def ceiling(out, results, num, den):
     (bench.py's shape_ceilings, for the workers of this harness)."""
     v = next(v for v in VARIANTS if v.name == num)
     floor = FLOORS[v.commits]
-    parts = [f"{n}: {f * v.mode / b:.2f}x" for n in WORKERS
-             for f, b in [(bench.cell_ops(results, SYNC, GROUP, n, floor.name),
-                           bench.cell_ops(results, SYNC, GROUP, n, den))]
-             if f is not None and b]
+    parts = bench.ceiling_parts(results, SYNC, WORKERS, (GROUP, floor.name), v.mode,
+                                (GROUP, den))
     if parts:
         out.append(f"  - [report] ceiling: the floor of {bench.FLOOR_COMMITS[v.commits]} a cycle"
                    " allows at most " + ", ".join(parts))
