@@ -104,7 +104,7 @@ SELECT job_indexes_checked() AS index_checked;
 -- with distlock.delete_completed an accepted acknowledgement deletes the
 -- job instead of completing it, on the same conditions on both paths; a
 -- refused one leaves it as it is, and one after the deletion raises 42704
--- as one after the pruning would
+-- as one after the pruning would (and so do fail and cancel)
 CREATE FUNCTION deleting_round(q text, w uuid) RETURNS TABLE (step text, outcome text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -113,6 +113,7 @@ DECLARE
 	c bigint := distlock.enqueue(q, '{"n": 3}');
 	d bigint := distlock.enqueue(q, '{"n": 4}');
 	e bigint := distlock.enqueue(q, '{"n": 5}');
+	f bigint;
 	other uuid := distlock.session_open('1 minute', 'other');
 BEGIN
 	RETURN QUERY SELECT 'claim 3', count(*)::text FROM distlock.claim(q, w, 3);
@@ -141,6 +142,31 @@ BEGIN
 	RETURN QUERY SELECT 'complete_batch_and_claim e', count(*)::text
 	  FROM distlock.complete_batch_and_claim(ARRAY[e], w);
 	RETURN QUERY SELECT 'left', count(*)::text FROM distlock.jobs WHERE queue = q;
+	-- a deletion rolled back with its subtransaction leaves the job running
+	-- for the session, to be acknowledged again; fail and cancel of a
+	-- deleted job find no job
+	f := distlock.enqueue(q, '{"n": 6}');
+	RETURN QUERY SELECT 'claim f', count(*)::text FROM distlock.claim(q, w) j WHERE j.id = f;
+	BEGIN
+		PERFORM distlock.complete(f, w);
+		RAISE division_by_zero;
+	EXCEPTION WHEN division_by_zero THEN
+		RETURN QUERY SELECT 'f after a rolled-back deletion', format('%s %s', status, session_id = w)
+		  FROM distlock.jobs WHERE id = f;
+	END;
+	RETURN QUERY SELECT 'complete f', distlock.complete(f, w)::text;
+	BEGIN
+		PERFORM distlock.fail(f, w);
+		RETURN QUERY SELECT 'fail f', 'accepted';
+	EXCEPTION WHEN undefined_object THEN
+		RETURN QUERY SELECT 'fail f', SQLSTATE;
+	END;
+	BEGIN
+		PERFORM distlock.cancel(f);
+		RETURN QUERY SELECT 'cancel f', 'accepted';
+	EXCEPTION WHEN undefined_object THEN
+		RETURN QUERY SELECT 'cancel f', SQLSTATE;
+	END;
 	PERFORM distlock.session_close(other);
 END $$;
 CREATE FUNCTION record_job_delete() RETURNS trigger LANGUAGE plpgsql AS $$
