@@ -40,6 +40,7 @@ scripts=(
 	test/scripts/heartbeat_memory.sh
 	test/scripts/wait.sh
 	test/scripts/maintenance.sh
+	test/scripts/prepare.sh
 	test/fault/run.sh
 	test/failover/run.sh
 )

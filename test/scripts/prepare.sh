@@ -1,0 +1,119 @@
+#!/bin/bash
+# test/scripts/prepare.sh -- distlock and PREPARE TRANSACTION, with shared
+# memory (distlock preloaded).
+#
+# A transaction that made jobs pending, claimed them or heartbeated cannot
+# be prepared (0A000, README "Claim positions" and "Sessions"): its end
+# would come from another backend, or after a restart, and move no claim
+# position back and keep no heartbeat's promise.  The refusal rolls the
+# transaction back.  An acknowledgement (completing or, with
+# distlock.delete_completed, deleting its job) may be prepared: the
+# prepared transaction keeps the session's use lock, so reaping skips the
+# session and session_close waits until COMMIT PREPARED, and the job is
+# never handed back while the acknowledgement is in doubt.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+test_cluster_start prepare \
+	"shared_preload_libraries = 'distlock'" \
+	"distlock.maintenance_naptime = 0" \
+	"max_prepared_transactions = 4"
+psql -c "CREATE EXTENSION distlock"
+# a statement that waits for a prepared transaction fails instead of
+# hanging the test
+export PGOPTIONS="-c lock_timeout=10s"
+
+# One psql session reading stdin, going on after errors, which it prints
+# as their SQLSTATE alone; its output (rows unaligned) on stdout.
+session() { command psql -X -q -At -v VERBOSITY=sqlstate 2>&1; }
+sql() { command psql -X -q -At -c "$1"; }
+
+sid=$(sql "SELECT distlock.session_open('1 hour', 'w')")
+sql "SELECT distlock.enqueue('q', jsonb_build_object('n', i)) FROM generate_series(1, 3) i" >/dev/null
+
+# --- refused: a claim, an enqueue, a retry, a heartbeat ----------------------
+out=$(session <<SQL
+BEGIN;
+SELECT count(*) FROM distlock.claim('q', '$sid');
+PREPARE TRANSACTION 'claimed';
+SQL
+)
+check "PREPARE TRANSACTION after a claim raises 0A000" "$(echo "$out" | tail -1)" "ERROR:  0A000"
+check "the refused claim is rolled back" \
+	"$(sql "SELECT count(*) FILTER (WHERE status = 'pending') || ' ' || count(*) FROM distlock.jobs")" "3 3"
+
+out=$(session <<SQL
+BEGIN;
+SELECT distlock.enqueue('q') > 0;
+PREPARE TRANSACTION 'enqueued';
+SQL
+)
+check "PREPARE TRANSACTION after an enqueue raises 0A000" "$(echo "$out" | tail -1)" "ERROR:  0A000"
+check "the refused enqueue is rolled back" "$(sql "SELECT count(*) FROM distlock.jobs")" 3
+
+j=$(sql "SELECT id FROM distlock.claim('q', '$sid')")
+out=$(session <<SQL
+BEGIN;
+SELECT distlock.fail($j, '$sid', 'again', '0 s');
+PREPARE TRANSACTION 'retried';
+SQL
+)
+check "PREPARE TRANSACTION after a fail that retries raises 0A000" "$(echo "$out" | tail -1)" "ERROR:  0A000"
+check "the refused retry is rolled back" "$(sql "SELECT status FROM distlock.jobs WHERE id = $j")" running
+
+out=$(session <<SQL
+BEGIN;
+SELECT distlock.heartbeat('$sid');
+PREPARE TRANSACTION 'beat';
+SQL
+)
+check "PREPARE TRANSACTION after a heartbeat raises 0A000" "$(echo "$out" | tail -1)" "ERROR:  0A000"
+check "no prepared transaction was left by the refusals" \
+	"$(sql "SELECT count(*) FROM pg_prepared_xacts")" 0
+
+# --- allowed: an acknowledgement, held by the prepared transaction -----------
+# PREPARE ack ACK_SQL: prepare the acknowledgement of job $j as 'ack'.
+prepare_ack()
+{
+	out=$(session <<SQL
+$2
+BEGIN;
+SELECT $1;
+PREPARE TRANSACTION 'ack';
+SQL
+)
+}
+expire() { sql "UPDATE distlock.sessions SET expires_at = clock_timestamp() - interval '1 second' WHERE id = '$sid'"; }
+
+prepare_ack "distlock.complete($j, '$sid')" ""
+check "an acknowledgement can be prepared" "$out" t
+out=$(session <<SQL
+SET lock_timeout = '300ms';
+SELECT distlock.session_close('$sid');
+SQL
+)
+check "session_close waits for the prepared acknowledgement (55P03 after lock_timeout)" "$out" "ERROR:  55P03"
+expire
+check "reaping skips the session while the prepared acknowledgement holds it" \
+	"$(sql "SELECT distlock.reap()") $(sql "SELECT status FROM distlock.jobs WHERE id = $j")" "0 running"
+sql "COMMIT PREPARED 'ack'"
+check "COMMIT PREPARED completes the job, and the session is reaped without it" \
+	"$(sql "SELECT distlock.reap()") $(sql "SELECT status FROM distlock.jobs WHERE id = $j")" "1 completed"
+
+# the same, deleting: ROLLBACK PREPARED gives the job back to its session,
+# which acknowledges it again
+sid=$(sql "SELECT distlock.session_open('1 hour', 'w')")
+j=$(sql "SELECT id FROM distlock.claim('q', '$sid')")
+prepare_ack "distlock.complete($j, '$sid')" "SET distlock.delete_completed = on;"
+check "a deleting acknowledgement can be prepared" "$out" t
+sql "ROLLBACK PREPARED 'ack'"
+check "ROLLBACK PREPARED leaves the job running for its session" \
+	"$(sql "SELECT status FROM distlock.jobs WHERE id = $j AND session_id = '$sid'")" running
+prepare_ack "distlock.complete($j, '$sid')" "SET distlock.delete_completed = on;"
+expire
+check "reaping skips the session while the prepared deletion holds it" \
+	"$(sql "SELECT distlock.reap()") $(sql "SELECT count(*) FROM distlock.jobs WHERE id = $j")" "0 1"
+sql "COMMIT PREPARED 'ack'"
+check "COMMIT PREPARED deletes the job, and the session is reaped without it" \
+	"$(sql "SELECT distlock.reap()") $(sql "SELECT count(*) FROM distlock.jobs WHERE id = $j")" "1 0"
+check "one job is left pending, none running" \
+	"$(sql "SELECT string_agg(status::text, ' ' ORDER BY id) FROM distlock.jobs WHERE status <> 'completed'")" pending
