@@ -943,11 +943,16 @@ parent_kill(PGconn *conn, const DemoOptions *opt, WorkerProc *w,
 	 */
 	snprintf(pid, sizeof(pid), "%d", (int) w[v].pid);
 	run_command(conn, "BEGIN", 0, NULL);
+	/*
+	 * The expiry its heartbeats promised, as live_sessions shows it: with
+	 * the heartbeats in shared memory the row's expires_at is only a bound,
+	 * written ahead, and the session may expire before it.
+	 */
 	run_command(conn,
 				"INSERT INTO distlock_demo.demo_kills"
 				" (worker, pid, session_id, killed_at, session_expires)"
 				" SELECT $1::int, $2::int, s.id, clock_timestamp(), s.expires_at"
-				" FROM distlock.sessions s WHERE s.id = $3::uuid",
+				" FROM distlock.live_sessions s WHERE s.id = $3::uuid",
 				3, (const char *[]) {idx, pid, victim_sid});
 	run_command(conn,
 				"INSERT INTO distlock_demo.demo_held (job_id)"
