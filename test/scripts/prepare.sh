@@ -30,61 +30,42 @@ sql() { command psql -X -q -At -c "$1"; }
 sid=$(sql "SELECT distlock.session_open('1 hour', 'w')")
 sql "SELECT distlock.enqueue('q', jsonb_build_object('n', i)) FROM generate_series(1, 3) i" >/dev/null
 
-# --- refused: a claim, an enqueue, a retry, a heartbeat ----------------------
-out=$(session <<SQL
-BEGIN;
-SELECT count(*) FROM distlock.claim('q', '$sid');
-PREPARE TRANSACTION 'claimed';
-SQL
-)
-check "PREPARE TRANSACTION after a claim raises 0A000" "$(echo "$out" | tail -1)" "ERROR:  0A000"
-check "the refused claim is rolled back" \
-	"$(sql "SELECT count(*) FILTER (WHERE status = 'pending') || ' ' || count(*) FROM distlock.jobs")" "3 3"
-
-out=$(session <<SQL
-BEGIN;
-SELECT distlock.enqueue('q') > 0;
-PREPARE TRANSACTION 'enqueued';
-SQL
-)
-check "PREPARE TRANSACTION after an enqueue raises 0A000" "$(echo "$out" | tail -1)" "ERROR:  0A000"
-check "the refused enqueue is rolled back" "$(sql "SELECT count(*) FROM distlock.jobs")" 3
-
-j=$(sql "SELECT id FROM distlock.claim('q', '$sid')")
-out=$(session <<SQL
-BEGIN;
-SELECT distlock.fail($j, '$sid', 'again', '0 s');
-PREPARE TRANSACTION 'retried';
-SQL
-)
-check "PREPARE TRANSACTION after a fail that retries raises 0A000" "$(echo "$out" | tail -1)" "ERROR:  0A000"
-check "the refused retry is rolled back" "$(sql "SELECT status FROM distlock.jobs WHERE id = $j")" running
-
-out=$(session <<SQL
-BEGIN;
-SELECT distlock.heartbeat('$sid');
-PREPARE TRANSACTION 'beat';
-SQL
-)
-check "PREPARE TRANSACTION after a heartbeat raises 0A000" "$(echo "$out" | tail -1)" "ERROR:  0A000"
-check "no prepared transaction was left by the refusals" \
-	"$(sql "SELECT count(*) FROM pg_prepared_xacts")" 0
-
-# --- allowed: an acknowledgement, held by the prepared transaction -----------
-# PREPARE ack ACK_SQL: prepare the acknowledgement of job $j as 'ack'.
-prepare_ack()
+# In one transaction: SETUP (a statement, or none), then CALL, then PREPARE
+# TRANSACTION; $out is what the session printed.
+prepare_after()
 {
 	out=$(session <<SQL
 $2
 BEGIN;
 SELECT $1;
-PREPARE TRANSACTION 'ack';
+PREPARE TRANSACTION 'p';
 SQL
 )
 }
+# refused WHAT CALL: PREPARE TRANSACTION after CALL raises 0A000.
+refused()
+{
+	prepare_after "$2" ""
+	check "PREPARE TRANSACTION after $1 raises 0A000" "$(echo "$out" | tail -1)" "ERROR:  0A000"
+}
+
+# --- refused: a claim, an enqueue, a retry, a heartbeat ----------------------
+refused "a claim" "count(*) FROM distlock.claim('q', '$sid')"
+check "the refused claim is rolled back" \
+	"$(sql "SELECT count(*) FILTER (WHERE status = 'pending') || ' ' || count(*) FROM distlock.jobs")" "3 3"
+refused "an enqueue" "distlock.enqueue('q') > 0"
+check "the refused enqueue is rolled back" "$(sql "SELECT count(*) FROM distlock.jobs")" 3
+j=$(sql "SELECT id FROM distlock.claim('q', '$sid')")
+refused "a fail that retries" "distlock.fail($j, '$sid', 'again', '0 s')"
+check "the refused retry is rolled back" "$(sql "SELECT status FROM distlock.jobs WHERE id = $j")" running
+refused "a heartbeat" "distlock.heartbeat('$sid')"
+check "no prepared transaction was left by the refusals" \
+	"$(sql "SELECT count(*) FROM pg_prepared_xacts")" 0
+
+# --- allowed: an acknowledgement, held by the prepared transaction -----------
 expire() { sql "UPDATE distlock.sessions SET expires_at = clock_timestamp() - interval '1 second' WHERE id = '$sid'"; }
 
-prepare_ack "distlock.complete($j, '$sid')" ""
+prepare_after "distlock.complete($j, '$sid')" ""
 check "an acknowledgement can be prepared" "$out" t
 out=$(session <<SQL
 SET lock_timeout = '300ms';
@@ -95,7 +76,7 @@ check "session_close waits for the prepared acknowledgement (55P03 after lock_ti
 expire
 check "reaping skips the session while the prepared acknowledgement holds it" \
 	"$(sql "SELECT distlock.reap()") $(sql "SELECT status FROM distlock.jobs WHERE id = $j")" "0 running"
-sql "COMMIT PREPARED 'ack'"
+sql "COMMIT PREPARED 'p'"
 check "COMMIT PREPARED completes the job, and the session is reaped without it" \
 	"$(sql "SELECT distlock.reap()") $(sql "SELECT status FROM distlock.jobs WHERE id = $j")" "1 completed"
 
@@ -103,16 +84,16 @@ check "COMMIT PREPARED completes the job, and the session is reaped without it" 
 # which acknowledges it again
 sid=$(sql "SELECT distlock.session_open('1 hour', 'w')")
 j=$(sql "SELECT id FROM distlock.claim('q', '$sid')")
-prepare_ack "distlock.complete($j, '$sid')" "SET distlock.delete_completed = on;"
+prepare_after "distlock.complete($j, '$sid')" "SET distlock.delete_completed = on;"
 check "a deleting acknowledgement can be prepared" "$out" t
-sql "ROLLBACK PREPARED 'ack'"
+sql "ROLLBACK PREPARED 'p'"
 check "ROLLBACK PREPARED leaves the job running for its session" \
 	"$(sql "SELECT status FROM distlock.jobs WHERE id = $j AND session_id = '$sid'")" running
-prepare_ack "distlock.complete($j, '$sid')" "SET distlock.delete_completed = on;"
+prepare_after "distlock.complete($j, '$sid')" "SET distlock.delete_completed = on;"
 expire
 check "reaping skips the session while the prepared deletion holds it" \
 	"$(sql "SELECT distlock.reap()") $(sql "SELECT count(*) FROM distlock.jobs WHERE id = $j")" "0 1"
-sql "COMMIT PREPARED 'ack'"
+sql "COMMIT PREPARED 'p'"
 check "COMMIT PREPARED deletes the job, and the session is reaped without it" \
 	"$(sql "SELECT distlock.reap()") $(sql "SELECT count(*) FROM distlock.jobs WHERE id = $j")" "1 0"
 check "one job is left pending, none running" \
