@@ -70,21 +70,31 @@ count_pg_regress()
 	failed=$((failed + bad))
 }
 
-# run_pg_regress NAME DRIVER TESTS [CONFIG_LINE]: CONFIG_LINE goes into the
-# temporary instance's postgresql.conf.
+# run_pg_regress NAME DRIVER TESTS PORT [CONFIG_LINE]: runs the suite on a
+# temporary instance listening on PORT, CONFIG_LINE in its
+# postgresql.conf; the output goes to $work/NAME/summary.log.
 run_pg_regress()
 {
-	local name=$1 driver=$2 tests=$3 conf=${4:-} out="$work/$1"
+	local name=$1 driver=$2 tests=$3 port=$4 conf=${5:-} out="$work/$1"
 	[ -n "$tests" ] || return 0
-	echo "== $name${conf:+ (${conf//$'\n'/, })}"
 	as_owner mkdir -p "$out"
 	as_owner ln -s "$work/expected" "$out/expected"
 	echo "$conf" | as_owner tee "$out/extra.conf" >/dev/null
 	(cd "$out" && as_owner "$driver" \
 		--inputdir="$work/test" --outputdir="$out" \
 		--temp-instance="$out/tmp_check" --bindir="$PG_BINDIR" \
-		--temp-config="$out/extra.conf" \
-		--dbname=contrib_regression $tests) 2>&1 | tee "$out/summary.log"
+		--port="$port" --temp-config="$out/extra.conf" \
+		--dbname=contrib_regression $tests) >"$out/summary.log" 2>&1
+}
+
+# report_pg_regress NAME TESTS [CONFIG_LINE]: prints the suite's output and
+# differences and counts its results.
+report_pg_regress()
+{
+	local name=$1 tests=$2 conf=${3:-} out="$work/$1"
+	[ -n "$tests" ] || return 0
+	echo "== $name${conf:+ (${conf//$'\n'/, })}"
+	cat "$out/summary.log"
 	count_pg_regress "$out/summary.log"
 	if [ -s "$out/regression.diffs" ]; then
 		echo "-- $out/regression.diffs (first 200 lines):"
@@ -97,17 +107,43 @@ run_pg_regress()
 # the claim positions (position.c) and the wake-ups in shared memory, the
 # background worker stopped so that it changes nothing under the tests.
 # The SQL one runs without: so both ways of every call are covered (on 17
-# and later the DSM registry gives the shared memory either way).
+# and later the DSM registry gives the shared memory either way).  Each
+# way's two suites run on an instance of their own; make test runs the two
+# ways side by side, their specs mostly asleep in pg_sleep, to stay within
+# ten minutes, and .ci/run (FULL=1) one after the other.
 preload="shared_preload_libraries = 'distlock'
 distlock.maintenance_naptime = 0"
+path_conf()
+{
+	echo "distlock.direct_path = $1"
+	[ "$1" = on ] && echo "$preload"
+	return 0
+}
+ports=()
+while [ ${#ports[@]} -lt 2 ]; do
+	port=$(free_port)
+	[ "${ports[0]:-}" = "$port" ] || ports+=("$port")
+done
+pids=()
+i=0
 for path in on off; do
-	conf="distlock.direct_path = $path"
-	[ "$path" = on ] && conf="$conf
-$preload"
-	run_pg_regress "regress-direct-$path" \
-		"$pgxs/src/test/regress/pg_regress" "$regress" "$conf"
-	run_pg_regress "isolation-direct-$path" \
-		"$pgxs/src/test/isolation/pg_isolation_regress" "$isolation" "$conf"
+	conf=$(path_conf $path)
+	(
+		run_pg_regress "regress-direct-$path" \
+			"$pgxs/src/test/regress/pg_regress" "$regress" "${ports[$i]}" "$conf"
+		run_pg_regress "isolation-direct-$path" \
+			"$pgxs/src/test/isolation/pg_isolation_regress" "$isolation" \
+			"${ports[$i]}" "$conf"
+	) &
+	pids+=($!)
+	[ "${FULL:-0}" != 0 ] && wait $!
+	i=$((i + 1))
+done
+wait "${pids[@]}"
+for path in on off; do
+	conf=$(path_conf $path)
+	report_pg_regress "regress-direct-$path" "$regress" "$conf"
+	report_pg_regress "isolation-direct-$path" "$isolation" "$conf"
 done
 
 for s in "${scripts[@]}"; do

@@ -3,9 +3,9 @@
 # failover: kill the primary, promote its standby, and see what the clients
 # were told and what the new primary has.
 #
-#	test/failover/run.sh [SCENARIO...]	gate mode: sync async waiting
-#	FULL=1 test/failover/run.sh		and paf-kill paf-switchover (.ci/run
-#						sets FULL=1)
+#	test/failover/run.sh [SCENARIO...]	gate mode: sync waiting
+#	FULL=1 test/failover/run.sh		and async paf-kill paf-switchover
+#						(.ci/run sets FULL=1)
 #	SOAK=1 test/failover/run.sh		soak mode: longer, more clients
 #	SEED=N test/failover/run.sh		rerun with the seed a run printed
 #	TOPOLOGY=script test/failover/run.sh	another HA setup (default
@@ -36,13 +36,13 @@ paf="$here/autofailover.sh"
 topology=$TOPOLOGY
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
-	scenarios=(sync async waiting)
-	# pg_auto_failover's: in CI (FULL=1) and the soak; make test leaves
-	# them out to stay within ten minutes
+	scenarios=(sync waiting)
+	# asynchronous replication's and pg_auto_failover's: in CI (FULL=1)
+	# and the soak; make test leaves them out to stay within ten minutes
 	if [ "${FULL:-0}" != 0 ] || [ "$SOAK" != 0 ]; then
-		scenarios+=(paf-kill paf-switchover)
+		scenarios+=(async paf-kill paf-switchover)
 	else
-		echo "# paf-kill and paf-switchover left out: FULL=1 runs them (.ci/run does)"
+		echo "# async, paf-kill and paf-switchover left out: FULL=1 runs them (.ci/run does)"
 	fi
 fi
 work=$(harness_workdir failover)

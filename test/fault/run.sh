@@ -3,8 +3,9 @@
 # exactly-once acknowledgement under kills, pauses and crashes.
 #
 #	test/fault/run.sh [SCENARIO...]		gate mode (make test)
-#	FULL=1 test/fault/run.sh			gate mode with d2-sql and pool-sql
-#										(.ci/run sets FULL=1)
+#	FULL=1 test/fault/run.sh			gate mode with d2-del, d2-sql,
+#										pool-sql and d2-del-sql (.ci/run
+#										sets FULL=1)
 #	SOAK=1 test/fault/run.sh			soak mode: same harness, bigger numbers
 #	SEED=N test/fault/run.sh			rerun with the seed a run printed
 #
@@ -17,9 +18,10 @@
 # crash resets); then the queue scenarios once more, smaller, with
 # distlock.direct_path = off in postgresql.conf and nothing preloaded
 # (d2-sql, pool-sql): the queue's two implementations each face the
-# faults; and the queue once more, smaller, on the direct path with
-# distlock.delete_completed = on (d2-del), where every acknowledgement deletes
-# its job, on both paths (d2-del-sql with FULL=1).  workload.py runs the clients and injects the faults,
+# faults; and the queue once more, smaller, with
+# distlock.delete_completed = on, where every acknowledgement deletes its
+# job, on both paths (d2-del, d2-del-sql).  make test runs the first four;
+# FULL=1 all of them.  workload.py runs the clients and injects the faults,
 # checker.py judges the recorded history and which path the calls took.
 # The clusters keep the history without touching distlock's tables: a
 # logical replication slot (wal_level = logical, test_decoding) and commit
@@ -35,14 +37,15 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 fault="$top/test/fault"
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
-	scenarios=(d1 d2 d4 pool d2-del)
-	# The SQL path's runs: in CI (FULL=1) and the soak.  make test keeps to
-	# the production path, to stay within ten minutes; the regression and
-	# isolation suites run on both paths there.
+	scenarios=(d1 d2 d4 pool)
+	# The SQL path's runs and distlock.delete_completed's: in CI (FULL=1)
+	# and the soak.  make test keeps to the production path with the
+	# default settings, to stay within ten minutes; the regression and
+	# isolation suites run both paths and both settings there.
 	if [ "${FULL:-0}" != 0 ] || [ "$SOAK" != 0 ]; then
-		scenarios+=(d2-sql pool-sql d2-del-sql)
+		scenarios+=(d2-del d2-sql pool-sql d2-del-sql)
 	else
-		echo "# d2-sql, pool-sql and d2-del-sql left out: FULL=1 runs them (.ci/run does)"
+		echo "# d2-del, d2-sql, pool-sql and d2-del-sql left out: FULL=1 runs them (.ci/run does)"
 	fi
 fi
 work=$(harness_workdir fault)

@@ -25,7 +25,7 @@ cycles()
 {
 	psql -c "SELECT distlock.enqueue('hot', jsonb_build_object('i', i)) FROM generate_series(0, $CYCLES) i" >/dev/null
 	"$PG_BINDIR/pgbench" -n -M prepared -c 1 -t 1 -D sid="$sid" -f "$cycle" >/dev/null 2>&1
-	sleep 1.1				# that backend's statistics, flushed on exit
+	cycles_flushed
 	cycles_run "$1"
 }
 

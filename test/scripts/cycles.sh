@@ -13,11 +13,28 @@
 #						only: wall time on a shared machine is no test);
 #						fails if a pending job with payload key 'i' is left
 #						in 'hot'
+#	cycles_flushed		waits until pgbench's backends have reported
+#						their statistics
 #	cycles_ratio A B	A / B to two places
 #	cycles_check LIMIT LABEL NAME BASE BASE_TEXT
 #						"ok - LABEL" if blocks_NAME < LIMIT times
 #						blocks_BASE, "not ok - LABEL" otherwise, with
 #						both ratios ("x BASE_TEXT buffer accesses")
+
+# Wait until pgbench's backends have gone.  A backend reports its
+# statistics on exit before it leaves pg_stat_activity (pgstat.c's
+# before_shmem_exit hook runs before backend_status.c's on_shmem_exit one),
+# so once none is left, pg_statio counts all their accesses.
+cycles_flushed()
+{
+	local i
+	for i in $(seq 1 100); do
+		[ "$(psql -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench'")" = 0 ] && return 0
+		sleep 0.1
+	done
+	echo "not ok - pgbench's backend still there after 10 s"
+	exit 1
+}
 
 cycles_setup()
 {
@@ -44,7 +61,7 @@ cycles_run()
 	"$PG_BINDIR/pgbench" -n -M prepared -c 1 -t "$CYCLES" -D sid="$sid" \
 		-f "$cycle" >"$dir/pgbench.log" 2>&1 || { cat "$dir/pgbench.log"; exit 1; }
 	lat=$(awk '/latency average/ { print $4 }' "$dir/pgbench.log")
-	sleep 1.1				# pgbench's backend flushes its statistics on exit
+	cycles_flushed
 	b1=$(cycles_blocks)
 	left=$(psql -At -c "SELECT count(*) FROM distlock.jobs WHERE queue_owner = current_user::regrole AND queue = 'hot' AND status = 'pending' AND payload ? 'i'")
 	[ "$left" -eq 0 ] || { echo "not ok - $name: $left hot jobs left unclaimed"; exit 1; }
