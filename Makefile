@@ -92,7 +92,12 @@ ISOLATION = \
 	heartbeat_memory \
 	token_rebase \
 	lease_session_snapshot \
-	reindex_concurrently
+	reindex_concurrently \
+	ack_after_update \
+	acquire_dead_insert \
+	claim_position_multi \
+	close_foreign_wait \
+	fence_recheck
 
 REGRESS_OPTS = --inputdir=test
 ISOLATION_OPTS = --inputdir=test
