@@ -94,9 +94,7 @@ ISOLATION = \
 	lease_session_snapshot \
 	reindex_concurrently \
 	ack_after_update \
-	acquire_dead_insert \
 	claim_position_multi \
-	close_foreign_wait \
 	fence_recheck
 
 REGRESS_OPTS = --inputdir=test
