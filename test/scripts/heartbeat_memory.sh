@@ -8,7 +8,8 @@
 # distlock.sessions; with distlock.heartbeat_persist_ahead = 0 every beat
 # writes.  Then crashes (immediate shutdown, crash recovery at the next
 # start): a session beaten just before keeps at least its last promise and
-# at most the margin more, and the next beat makes the promise exact again.
+# at most the margin more, and the next beat makes the promise exact again;
+# so does one beaten for longer than that margin.
 # Last, a beat that wrote its row with synchronous_commit off, followed at
 # once by a beat that relies on that row, then a crash: the second beat
 # must have written (and flushed) the row, since the first one's record
@@ -79,6 +80,22 @@ check "its next heartbeat answers true and makes the promise exact again (now + 
 	"$(psql -At -c "SELECT distlock.heartbeat('$sid')" \
 		-c "SELECT expires_at - heartbeat_at, expires_at < '$promise'::timestamptz + interval '6 s'
 			  FROM distlock.live_sessions WHERE id = '$sid'" | tr '\n' ' ')" "t 00:00:02|t "
+
+# Beats that go on past the margin the row was written ahead by (3 ttls of
+# a 1-s session): a beat whose promise would pass the row writes it ahead
+# again, so a crash after 4.5 s of beats still keeps the last promise.
+sid=$(psql -At -c "SELECT distlock.session_open('1 second', 'long')")
+for _ in $(seq 1 15); do
+	psql -At -c "SELECT distlock.heartbeat('$sid')" >/dev/null
+	sleep 0.3
+done
+promise=$(psql -At -c "SELECT expires_at FROM distlock.live_sessions WHERE id = '$sid'")
+cluster_restart immediate
+# (read from the row, which nothing reaps here: the promise may have
+# passed by the time the server is back)
+check "beats past the margin the row was written ahead by: after a crash the session's row keeps its last promise" \
+	"$(psql -At -c "SELECT count(*) FROM distlock.sessions
+					 WHERE id = '$sid' AND expires_at >= '$promise'")" 1
 
 # A beat resting on a row written with synchronous_commit off.
 sid=$(psql -At -c "SELECT distlock.session_open('2 seconds', 'async')")
