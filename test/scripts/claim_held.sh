@@ -1,9 +1,10 @@
 #!/bin/bash
 # test/scripts/claim_held.sh -- the claim positions (src/position.c): with
 # distlock preloaded, a claim's cost does not grow with the index entries
-# earlier claims left behind while a transaction holds vacuum back, and
-# under concurrent enqueues and claims no job is ever skipped or claimed
-# twice.
+# earlier claims left behind while a transaction holds vacuum back; under
+# concurrent enqueues and claims no job is ever skipped or claimed twice;
+# and a job whose enqueue commits inside a claim call, after the claim's
+# snapshot, is taken by the next claim (position.c's ring of lowerings).
 #
 # The cost is measured, as in claim_scale.sh, in shared-buffer accesses to
 # distlock's relations per claim + complete cycle (deterministic, so
@@ -83,3 +84,62 @@ read -r total pending twice <<<"$(psql -At -F ' ' -c "
 echo "$total jobs enqueued under concurrent claims"
 check "concurrent enqueues before the positions: no job left pending after the drain" "$pending" 0
 check "concurrent enqueues before the positions: no job claimed twice" "$twice" 0
+
+# A commit that lands inside one claim call, after the claim took its
+# snapshot and before it moves the position: the claim cannot see the job,
+# so the position it sets must still let the next claim find it (the
+# lowering the commit made after the claim read the generation).  A
+# transaction holds WALK uncommitted jobs open, which every claim from the
+# start of the group walks without seeing them; a job due before them all
+# is enqueued while such a walk is under way, then the transaction rolls
+# back.  Whether a commit landed in the window is read from the clocks: the
+# walker returned nothing and ended after the enqueue had committed.
+WALK=${WALK:-300000}
+PGAPPNAME=walk_holder psql -c "BEGIN; SELECT count(distlock.enqueue('walk', '{}', now() - interval '1 hour' + g * interval '1 ms'))
+		 FROM generate_series(1, $WALK) g; SELECT pg_sleep(600)" >/dev/null 2>&1 &
+holder=$!
+for _ in $(seq 1200); do
+	[ "$(psql -At -c "SELECT count(*) FROM pg_stat_activity
+					   WHERE application_name = 'walk_holder' AND wait_event = 'PgSleep'")" = 1 ] && break
+	sleep 0.1
+done
+walker=$(psql -At -c "SELECT id FROM sess WHERE n = 1")
+# a claim from a job due before the open transaction's: the walk's length
+k=$(psql -At -c "SELECT distlock.enqueue('walk', '{}', now() - interval '2 hours')")
+psql -At -c "SELECT count(distlock.complete(id, '$walker')) FROM distlock.claim('walk', '$walker')" >/dev/null
+walk_ms=$(psql -At -c "SELECT distlock.enqueue('walk', '{}', now() - interval '2 hours')" \
+	-c "\timing on" -c "SELECT count(distlock.complete(id, '$walker')) FROM distlock.claim('walk', '$walker')" \
+	-c "SELECT count(distlock.complete(id, '$walker')) FROM distlock.claim('walk', '$walker')" |
+	awk '/^Time:/ { ms = $2 } END { printf "%d", ms }')
+echo "a claim walks $WALK uncommitted entries in $walk_ms ms"
+hits=0 lost=0 trials=0
+while [ "$hits" -lt 3 ] && [ "$trials" -lt 20 ]; do
+	trials=$((trials + 1))
+	# the position is past the walk; a job before it brings the next claim
+	# back to the walk's start
+	k=$(psql -At -c "SELECT distlock.enqueue('walk', '{}', now() - interval '2 hours')")
+	psql -At -c "SELECT count(distlock.complete(id, '$walker')) FROM distlock.claim('walk', '$walker')" >/dev/null
+	psql -At -c "SELECT coalesce((SELECT id::text FROM distlock.claim('walk', '$walker')), 'none')" \
+		-c "SELECT clock_timestamp()" >"$dir/walk.out" &
+	walking=$!
+	sleep "$(awk -v ms="$walk_ms" 'BEGIN { printf "%.3f", ms / 3000 }')"
+	read -r k committed <<<"$(psql -At -F ' ' -c "SELECT distlock.enqueue('walk', '{}', now() - interval '2 hours')" \
+		-c "SELECT clock_timestamp()" | tr '\n' ' ')"
+	wait "$walking"
+	{ read -r got; read -r ended; } <"$dir/walk.out"
+	next=$(psql -At -c "SELECT coalesce((SELECT id::text FROM distlock.claim('walk', '$walker')), 'none')")
+	if [ "$got" = none ] &&
+		[ "$(psql -At -c "SELECT '$committed'::timestamptz < '$ended'")" = t ]; then
+		hits=$((hits + 1))
+	fi
+	[ "$got" = "$k" ] || [ "$next" = "$k" ] || lost=$((lost + 1))
+	psql -At -c "SELECT count(distlock.complete(id, '$walker')) FROM distlock.jobs
+				 WHERE queue = 'walk' AND status = 'running'" >/dev/null
+done
+psql -At -c "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'walk_holder'" >/dev/null
+wait "$holder" 2>/dev/null || true
+echo "$hits of $trials enqueues committed while a claim walked"
+check "a commit inside a claim call: the walker or the next claim takes the job, every time" "$lost" 0
+check "a commit landed inside a claim call (after its snapshot) at least once" "$([ "$hits" -ge 1 ] && echo yes || echo no)" yes
+check "once the open transaction rolls back, nothing pending is left in the walk's queue" \
+	"$(psql -At -c "SELECT count(*) FROM distlock.jobs WHERE queue = 'walk' AND status = 'pending'")" 0
