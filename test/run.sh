@@ -85,6 +85,7 @@ run_pg_regress()
 		--temp-instance="$out/tmp_check" --bindir="$PG_BINDIR" \
 		--port="$port" --temp-config="$out/extra.conf" \
 		--dbname=contrib_regression $tests) >"$out/summary.log" 2>&1
+	echo $? >"$out/status"
 }
 
 # report_pg_regress NAME TESTS [CONFIG_LINE]: prints the suite's output and
@@ -95,7 +96,15 @@ report_pg_regress()
 	[ -n "$tests" ] || return 0
 	echo "== $name${conf:+ (${conf//$'\n'/, })}"
 	cat "$out/summary.log"
+	local before=$failed status
 	count_pg_regress "$out/summary.log"
+	# pg_regress that stops early (a missing expected file, a lost
+	# server) exits 2 and leaves the rest of the suite uncounted
+	status=$(cat "$out/status" 2>/dev/null || echo 2)
+	if [ "$status" -ne 0 ] && [ "$failed" -eq "$before" ]; then
+		echo "not ok - $name: pg_regress exited with status $status"
+		failed=$((failed + 1))
+	fi
 	if [ -s "$out/regression.diffs" ]; then
 		echo "-- $out/regression.diffs (first 200 lines):"
 		head -200 "$out/regression.diffs"
