@@ -95,7 +95,8 @@ ISOLATION = \
 	reindex_concurrently \
 	ack_after_update \
 	claim_position_multi \
-	fence_recheck
+	fence_recheck \
+	token_floor
 
 REGRESS_OPTS = --inputdir=test
 ISOLATION_OPTS = --inputdir=test
