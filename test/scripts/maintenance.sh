@@ -148,14 +148,18 @@ as_app -c "SELECT distlock.try_acquire('on hold', 'a', '1 s', min_hold => '1 hou
 as_app -c "SELECT distlock.release('on hold', 'a')" >/dev/null
 sid=$(as_app -c "SELECT distlock.session_open('1 s')")
 as_app -c "SELECT distlock.try_acquire('bound', 'a', '1 hour', '$sid')" >/dev/null
+live=$(as_app -c "SELECT distlock.session_open('1 hour')")
+as_app -c "SELECT distlock.try_acquire('bound to a live session', 'a', '1 hour', '$live')" >/dev/null
 sleep 2.2
 check "maintain() by an ordinary role is refused, changing nothing" \
 	"$(as_app -c "SELECT distlock.maintain()" 2>&1 | grep -o 'permission denied for function maintain' || true)/$(psql -At -c "SELECT count(*) FROM distlock.locks")" \
-	"permission denied for function maintain/5"
+	"permission denied for function maintain/6"
 check "maintain() by the database's owner reaps, and deletes the free lock rows" \
 	"$(psql -U ops -At -c "SELECT reaped || '/' || locks_pruned FROM distlock.maintain()")" "1/3"
-check "... and keeps the held and the on-hold ones" \
-	"$(psql -At -c "SELECT string_agg(name, ',' ORDER BY name) FROM distlock.locks")" "held,on hold"
+check "... and keeps the held and the on-hold ones, and one bound to a live session" \
+	"$(psql -At -c "SELECT string_agg(name, ',' ORDER BY name) FROM distlock.locks")" "bound to a live session,held,on hold"
+check "... whose holder still holds it" \
+	"$(as_app -c "SELECT distlock.renew('bound to a live session', 'a')")" t
 check "fence() of a pruned lock refuses with 55000, as for a released one" \
 	"$(as_app -c "SELECT distlock.fence('released', $released)" 2>&1 | grep -o 'not held' || true)" "not held"
 check "the next grant of a pruned name has a larger token" \

@@ -25,7 +25,14 @@ SELECT attempt('distlock.drop_owned(''admin_app'')');
 SELECT attempt('distlock.reassign_owned(''admin_app'', ''admin_other'')');
 SELECT attempt('distlock.maintain()');
 SELECT attempt('distlock.drop_owned(NULL)');
+-- nor give its own rows to admin_app: its jobs would land in admin_app's
+-- queue (a flood the queue's grants keep out), its sessions and locks
+-- would count against admin_app's limits
+SELECT distlock.enqueue('app-q', '{"junk": 1}') AS junk \gset
+SELECT attempt('distlock.reassign_owned(''admin_other'', ''admin_app'')');
 RESET ROLE;
+SELECT created_by, queue_owner FROM distlock.jobs WHERE id = :junk;
+SELECT jobs FROM distlock.drop_owned('admin_other');
 SELECT attempt('distlock.reassign_owned(''admin_app'', 12345::oid::regrole)');
 
 -- reassign: every row is admin_heir's now, and admin_app's calls are

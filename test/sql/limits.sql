@@ -91,6 +91,16 @@ SELECT attempt('distlock.enqueue(''lq'', jsonb_build_object(''x'', repeat(''x'',
 SELECT distlock.enqueue('lq', jsonb_build_object('x', repeat('x', 3000))) > 0 AS other_enqueues;
 RESET ROLE;
 
+-- a role clearing out its own rows keeps its limits: only an
+-- administrator's drop_owned() removes them
+SET ROLE lim_app;
+SELECT sessions, throttles FROM distlock.drop_owned('lim_app');
+SELECT distlock.throttle('t2', '1 second') AS first_throttle_again;
+SELECT attempt('distlock.throttle(''t3'', ''1 second'')');
+RESET ROLE;
+SELECT max_sessions, max_throttles, max_payload, max_locks, max_grants
+  FROM distlock.limits WHERE role = 'lim_app'::regrole;
+
 -- clean up
 SELECT * FROM distlock.drop_owned('lim_app');
 SELECT * FROM distlock.drop_owned('lim_other');
