@@ -32,10 +32,11 @@
  * created, but without the lock: first grants are frequent (a lock per
  * job) and often made inside a transaction that goes on to do the work,
  * and the lock would make every other first grant of the role wait for
- * that transaction.  Their count is thus of committed rows (and the
- * transaction's own): a role's concurrent transactions can together pass
- * its limit by at most one row each, which still bounds what it can
- * store.  The count walks the role's entries of locks_created_by_idx, up
+ * that transaction.  Their count is of the rows as they stand, committed
+ * or not (a dirty snapshot): another transaction's uncommitted first grant
+ * counts from its insert, so a role's open transactions cannot pass the
+ * limit one after another; only first grants counted at the same instant
+ * can, by at most one row each, which still bounds what it can store.  The count walks the role's entries of locks_created_by_idx, up
  * to the limit, so it costs a role in proportion to the lock rows it
  * keeps (free rows go with distlock.lock_retention).
  *
