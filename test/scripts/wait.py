@@ -345,41 +345,39 @@ c.join()
 check("a waiting claim keeps its session alive past the session's ttl",
       (c.result, kept_alive(brief, c)), ([], True))
 
-# A claim that rolls back, in a subtransaction released into its parent,
-# gives its job back to a waiter.
-job = enqueue("rolled-back")
-with connect() as conn:
-    conn.execute("BEGIN")
-    conn.execute("SAVEPOINT a")
-    conn.execute("SELECT count(*) FROM distlock.claim('rolled-back', %s)",
-                 (sid,))
-    conn.execute("RELEASE a")
-    c = claim_wait("rolled-back", sid, "30 s")
-    until_waiting([c])
-    time.sleep(0.3)
-    conn.execute("ROLLBACK")
-    woke = time.monotonic()
-c.join()
+def rolled_back(queue, undo):
+    """A job claimed in a savepoint of an open transaction, a claim_wait()
+    waiting, then undo: ROLLBACK (the savepoint released into its parent
+    first) or ROLLBACK TO the savepoint, the transaction going on.  Returns
+    the job, the waiting call, and when undo returned."""
+    job = enqueue(queue)
+    with connect() as conn:
+        conn.execute("BEGIN")
+        conn.execute("SAVEPOINT a")
+        conn.execute("SELECT count(*) FROM distlock.claim(%s, %s)",
+                     (queue, sid))
+        if undo == "ROLLBACK":
+            conn.execute("RELEASE a")
+        c = claim_wait(queue, sid, "30 s")
+        until_waiting([c])
+        time.sleep(0.3)
+        conn.execute(undo)
+        woke = time.monotonic()
+        c.join()
+        if undo != "ROLLBACK":
+            conn.execute("COMMIT")
+    return job, c, woke
+
+
+# A claim that rolls back gives its job back to a waiter, woken by the
+# rollback (a waiter that missed it would look again 5 s after its last
+# look), whether the whole transaction rolls back or only a savepoint.
+job, c, woke = rolled_back("rolled-back", "ROLLBACK")
 check("a claim rolled back gives its job to a waiting claim", ids(c.result),
       [job])
 check("... woken by the rollback (within 2.5 s of it)",
       c.ended - woke < 2.5, True)
-
-# A claim rolled back to a savepoint, its transaction going on, gives its
-# job back to a waiter at once.
-job = enqueue("sub-rolled-back")
-with connect() as conn:
-    conn.execute("BEGIN")
-    conn.execute("SAVEPOINT a")
-    conn.execute("SELECT count(*) FROM distlock.claim('sub-rolled-back', %s)",
-                 (sid,))
-    c = claim_wait("sub-rolled-back", sid, "30 s")
-    until_waiting([c])
-    time.sleep(0.3)
-    conn.execute("ROLLBACK TO a")
-    woke = time.monotonic()
-    c.join()
-    conn.execute("COMMIT")
+job, c, woke = rolled_back("sub-rolled-back", "ROLLBACK TO a")
 check("a claim rolled back to a savepoint gives its job to a waiting claim",
       ids(c.result), [job])
 check("... woken by the rollback to the savepoint (within 2.5 s of it)",
