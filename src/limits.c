@@ -36,9 +36,10 @@
  * or not (a dirty snapshot): another transaction's uncommitted first grant
  * counts from its insert, so a role's open transactions cannot pass the
  * limit one after another; only first grants counted at the same instant
- * can, by at most one row each, which still bounds what it can store.  The count walks the role's entries of locks_created_by_idx, up
- * to the limit, so it costs a role in proportion to the lock rows it
- * keeps (free rows go with distlock.lock_retention).
+ * can, by at most one row each, which still bounds what it can store.
+ * The count walks the role's entries of locks_created_by_idx, up to the
+ * limit, so it costs a role in proportion to the lock rows it keeps (free
+ * rows go with distlock.lock_retention).
  *
  * Portions Copyright (c) 2026, the distlock authors
  *

@@ -104,12 +104,12 @@ for _ in $(seq 1200); do
 	sleep 0.1
 done
 walker=$(psql -At -c "SELECT id FROM sess WHERE n = 1")
-# a claim from a job due before the open transaction's: the walk's length
-k=$(psql -At -c "SELECT distlock.enqueue('walk', '{}', now() - interval '2 hours')")
-psql -At -c "SELECT count(distlock.complete(id, '$walker')) FROM distlock.claim('walk', '$walker')" >/dev/null
-walk_ms=$(psql -At -c "SELECT distlock.enqueue('walk', '{}', now() - interval '2 hours')" \
-	-c "\timing on" -c "SELECT count(distlock.complete(id, '$walker')) FROM distlock.claim('walk', '$walker')" \
-	-c "SELECT count(distlock.complete(id, '$walker')) FROM distlock.claim('walk', '$walker')" |
+# a job due before all of the open transaction's, and a claim that takes it
+before="SELECT distlock.enqueue('walk', '{}', now() - interval '2 hours')"
+take="SELECT count(distlock.complete(id, '$walker')) FROM distlock.claim('walk', '$walker')"
+# a claim from such a job: the walk's length
+psql -At -c "$before" -c "$take" >/dev/null
+walk_ms=$(psql -At -c "$before" -c "\timing on" -c "$take" -c "$take" |
 	awk '/^Time:/ { ms = $2 } END { printf "%d", ms }')
 echo "a claim walks $WALK uncommitted entries in $walk_ms ms"
 hits=0 lost=0 trials=0
@@ -117,14 +117,12 @@ while [ "$hits" -lt 3 ] && [ "$trials" -lt 20 ]; do
 	trials=$((trials + 1))
 	# the position is past the walk; a job before it brings the next claim
 	# back to the walk's start
-	k=$(psql -At -c "SELECT distlock.enqueue('walk', '{}', now() - interval '2 hours')")
-	psql -At -c "SELECT count(distlock.complete(id, '$walker')) FROM distlock.claim('walk', '$walker')" >/dev/null
+	psql -At -c "$before" -c "$take" >/dev/null
 	psql -At -c "SELECT coalesce((SELECT id::text FROM distlock.claim('walk', '$walker')), 'none')" \
 		-c "SELECT clock_timestamp()" >"$dir/walk.out" &
 	walking=$!
 	sleep "$(awk -v ms="$walk_ms" 'BEGIN { printf "%.3f", ms / 3000 }')"
-	read -r k committed <<<"$(psql -At -F ' ' -c "SELECT distlock.enqueue('walk', '{}', now() - interval '2 hours')" \
-		-c "SELECT clock_timestamp()" | tr '\n' ' ')"
+	read -r k committed <<<"$(psql -At -c "$before" -c "SELECT clock_timestamp()" | tr '\n' ' ')"
 	wait "$walking"
 	{ read -r got; read -r ended; } <"$dir/walk.out"
 	next=$(psql -At -c "SELECT coalesce((SELECT id::text FROM distlock.claim('walk', '$walker')), 'none')")
