@@ -72,5 +72,16 @@ DROP ROLE admin_other;
 SELECT locks FROM distlock.drop_owned(:other_oid::oid::regrole);
 SELECT count(*) AS orphans FROM distlock.locks WHERE created_by = :other_oid::oid;
 
+-- role_ref, what a restore reads the rows' roles as: a role's name is
+-- that role; a name no role has, or a number (an OID in the dump names
+-- another role here, or none: 10 is always the bootstrap superuser), is no
+-- role, with a WARNING; no role, and a role that is gone, read back as '-'
+SELECT 'admin_app'::distlock.role_ref::oid = 'admin_app'::regrole::oid AS named,
+	   '"admin_app"'::distlock.role_ref::text AS quoted;
+SELECT 'no_such_role'::distlock.role_ref::oid AS missing;
+SELECT '10'::distlock.role_ref::oid AS number;
+SELECT '-'::distlock.role_ref::oid AS no_role,
+	   (:other_oid::oid)::distlock.role_ref::text AS gone;
+
 REVOKE USAGE ON SCHEMA distlock FROM admin_app, admin_heir;
 DROP ROLE admin_app, admin_heir;

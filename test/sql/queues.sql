@@ -107,15 +107,17 @@ RESET ROLE;
 SET ROLE q_owner;
 SELECT distlock.enqueue('orders', '{"n": 6}') AS j6 \gset
 SELECT distlock.enqueue('orders', '{"n": 7}') AS j7 \gset
+SELECT distlock.enqueue('orders', '{"n": 8}') AS j8 \gset
 SET ROLE q_worker;
 SELECT payload, queue_owner
-  FROM distlock.complete_batch_and_claim(ARRAY[:j4], :'sw', max_jobs => 2)
+  FROM distlock.complete_batch_and_claim(ARRAY[:j4], :'sw', max_jobs => 3)
   ORDER BY id;
 RESET ROLE;
 
--- revoked, the worker's next claim is refused and its complete_and_claim
--- and complete_batch_and_claim acknowledge and claim nothing, with a job
--- pending; its acknowledgements still count
+-- revoked, the worker's next claim is refused and its complete_and_claim,
+-- complete_batch_and_claim and complete_and_claim_wait acknowledge and
+-- claim nothing, with a job pending (the last without waiting); its
+-- acknowledgements still count
 SET ROLE q_owner;
 SELECT distlock.revoke_queue('orders', 'claim', 'q_workers');
 SELECT count(*) AS grants_left FROM distlock.queue_grants WHERE grantee = 'q_workers'::regrole;
@@ -125,10 +127,11 @@ SET ROLE q_worker;
 SELECT attempt(format('distlock.claim(%L, %L, owner => %L)', 'orders', :'sw', 'q_owner'));
 SELECT count(*) AS claimed FROM distlock.complete_and_claim(:j6, :'sw');
 SELECT count(*) AS claimed FROM distlock.complete_batch_and_claim(ARRAY[:j7], :'sw');
+CALL distlock.complete_and_claim_wait(:j8, :'sw', NULL, 1, '30 s');
 SELECT status FROM distlock.claim('orders', :'sw');
 SELECT distlock.session_close(:'sw');
 RESET ROLE;
-SELECT payload, status FROM distlock.jobs WHERE id IN (:j4, :j5, :j6, :j7)
+SELECT payload, status FROM distlock.jobs WHERE id IN (:j4, :j5, :j6, :j7, :j8)
   ORDER BY id;
 
 -- ops manage: cancel one job, then every unfinished job of the queue
