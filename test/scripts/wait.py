@@ -20,6 +20,7 @@ out its wait".
 """
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -340,6 +341,55 @@ if WOKEN:
     print(f"# [{MODE}] waiters woken by one job: {woken}")
     check("... and one job woke one of them", woken, 1)
 
+def handed_on(queue, look):
+    """Two claims wait in queue, and an enqueue's wake-up goes to the first,
+    whose backend is stopped (SIGSTOP) when it comes.  Without look, the
+    first is cancelled before it can take the wake-up; with look, it takes
+    it and looks, held up by a lock on the jobs table, and is cancelled
+    there.  Either way the wake-up must go on to the second.  Returns the
+    job, the two calls, and when the second could first have claimed."""
+    first = claim_wait(queue, sid, "30 s")
+    until_waiting([first])
+    time.sleep(0.2)
+    second = claim_wait(queue, sid, "30 s")
+    until_waiting([second])
+    with connect() as locker:
+        os.kill(first.pid, signal.SIGSTOP)
+        try:
+            job = enqueue(queue)
+            if look:
+                locker.execute("BEGIN")
+                locker.execute("LOCK TABLE distlock.jobs")
+            else:
+                admin.execute("SELECT pg_cancel_backend(%s)", (first.pid,))
+        finally:
+            os.kill(first.pid, signal.SIGCONT)
+        if look:
+            end = time.monotonic() + 10
+            while time.monotonic() < end and not one(
+                    "SELECT wait_event_type = 'Lock' FROM pg_stat_activity"
+                    " WHERE pid = %s", first.pid):
+                time.sleep(0.02)
+            admin.execute("SELECT pg_cancel_backend(%s)", (first.pid,))
+        first.join()
+        if look:
+            locker.execute("COMMIT")
+        free = time.monotonic()
+        second.join()
+    return job, first, second, free
+
+
+# A waiter that leaves with a wake-up, cancelled before it took it or in
+# the look it took it for, hands it on: the next waiter would otherwise
+# sleep until its wait ends (or, without the background worker, until it
+# looks again 5 s after its last look).
+if WOKEN:
+    for look, when in ((False, "before it looked"), (True, "in its look")):
+        job, first, second, free = handed_on(f"handed-on-{look}", look)
+        check(f"a woken waiter cancelled {when} hands its wake-up on",
+              (first.error, ids(second.result), second.ended - free < 2.5),
+              ("57014", [job], True))
+
 # A session reaped: its job goes back to the queue and wakes a waiter.
 short = session("1 s")
 job = enqueue("reaped")
@@ -617,6 +667,24 @@ c.join()
 check("a lease dropped by drop_owned() reaches a waiting acquire",
       c.result is not None, True)
 check("... woken by the drop (within 2.5 s of it)", c.ended - woke < 2.5,
+      True)
+
+# Jobs that reassign_owned() moves into a queue wake its waiters.
+with connect(user="wait_r") as r:
+    job = r.execute("SELECT distlock.enqueue('moved')").fetchone()[0]
+with connect(user="wait_x") as x:
+    xsid = x.execute("SELECT distlock.session_open('60 s')").fetchone()[0]
+c = Call("CALL distlock.claim_wait('moved', %s, 1, '8 s')", (xsid,))
+c.conn.execute("SET ROLE wait_x")
+c.start()
+until_waiting([c])
+time.sleep(0.3)
+one("SELECT jobs FROM distlock.reassign_owned('wait_r', 'wait_x')")
+woke = time.monotonic()
+c.join()
+check("a job reassign_owned() moves into a queue reaches its waiting claim",
+      ids(c.result), [job])
+check("... woken by the move (within 2.5 s of it)", c.ended - woke < 2.5,
       True)
 
 # Only the first in line tries: a lease freed without a wake-up (its row
