@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 
 import psycopg
 
@@ -33,6 +34,18 @@ BASIC = "--basic" in sys.argv[2:]
 PRELOAD = MODE == "preload"         # a background worker reaps
 WOKEN = MODE in ("preload", "dsm")  # waiters are woken
 results = []
+
+
+def stopped(kind, value, tb):
+    """An exception no case caught ends the run: one "not ok" line for it,
+    which wait.sh's caller counts (the cases after it never ran)."""
+    sys.__excepthook__(kind, value, tb)
+    line = traceback.extract_tb(tb)[-1].lineno if tb else "?"
+    print(f"not ok - [{MODE}] wait.py stopped at line {line}:"
+          f" {kind.__name__}: {value}", flush=True)
+
+
+sys.excepthook = stopped
 
 
 def check(what, got, want):
@@ -464,6 +477,28 @@ check("a claim rolled back to a savepoint gives its job to a waiting claim",
 check("... woken by the rollback to the savepoint (within 2.5 s of it)",
       c.ended - woke < 2.5, True)
 
+# Two jobs due at one time, each enqueued in a commit of its own while two
+# claims wait: each commit wakes the first waiter (asleep again by the
+# second), which learns when they are due; then it takes one, a full batch,
+# and wakes the next, which knew of neither.
+a = claim_wait("due-two", sid, "20 s")
+until_waiting([a])
+time.sleep(0.2)
+b = claim_wait("due-two", sid, "20 s")
+until_waiting([b])
+due = one("SELECT now() + '1.5 s'::interval")
+jobs = []
+for _ in range(2):
+    jobs.append(one("SELECT distlock.enqueue('due-two', '{}', %s)", due))
+    time.sleep(0.2)
+    until_waiting([a])
+a.join()
+b.join()
+check("two jobs due at one time reach two waiting claims, the second woken"
+      " by the first (within 2.5 s of it)",
+      (sorted(ids(a.result) + ids(b.result)), b.ended - a.ended < 2.5),
+      (sorted(jobs), True))
+
 # At REPEATABLE READ: each look is a transaction of its own.
 c = Call("CALL distlock.claim_wait(%s, %s, 1, '30 s')", ("rr", sid))
 c.conn.execute("SET default_transaction_isolation = 'repeatable read'")
@@ -534,8 +569,9 @@ for a in acquirers:
 check("waiting acquirers get a released lock in the order they came",
       order, [0, 1, 2, 3, 4])
 tokens = [a.token for a in acquirers]
-check("... each with a larger token", tokens == sorted(tokens) and
-      len(set(tokens)) == 5 and tokens[0] > holder, True)
+check("... each with a larger token", None not in tokens and
+      tokens == sorted(tokens) and len(set(tokens)) == 5 and
+      tokens[0] > holder, True)
 
 one("SELECT distlock.try_acquire('expiring', 'holder', '1 s')")
 c = Call("CALL distlock.acquire('expiring', 'waiter', wait => '30 s')")
@@ -686,6 +722,25 @@ check("a job reassign_owned() moves into a queue reaches its waiting claim",
       ids(c.result), [job])
 check("... woken by the move (within 2.5 s of it)", c.ended - woke < 2.5,
       True)
+
+# An acquirer that gets the lease leaves the line and wakes the next, first
+# now, which learns when that lease ends: given for 1 s, the next takes it
+# then, not when its own wait ends.
+one("SELECT distlock.try_acquire('succession', 'holder', '60 s')")
+first = Call("CALL distlock.acquire('succession', 'a', '1 s', wait => '30 s')")
+first.start()
+until_waiting([first])
+time.sleep(0.2)
+second = Call("CALL distlock.acquire('succession', 'b', wait => '10 s')")
+second.start()
+until_waiting([second])
+time.sleep(0.2)
+one("SELECT distlock.release('succession', 'holder')")
+first.join()
+second.join()
+check("the next in line takes a lease when the one served before it ends"
+      " (within 2.5 s)", (first.result is not None, second.result is not None,
+                          second.ended - first.ended < 2.5), (True, True, True))
 
 # Only the first in line tries: a lease freed without a wake-up (its row
 # deleted by hand, as an expiry frees it unannounced) goes to the first in

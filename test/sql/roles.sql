@@ -89,6 +89,9 @@ SELECT attempt(format('distlock.complete(%s, %L)', :ja2, :'sb'))
 SELECT (SELECT count(*) FROM distlock.active_locks) AS locks,
 	   (SELECT count(*) FROM distlock.live_sessions) AS sessions,
 	   (SELECT count(*) FROM distlock.queue_stats) AS queues;
+-- ... by the rule visible() states, which is b's, not the rows' creator's
+SELECT distlock.visible('tenant_a') AS sees_a,
+	   distlock.visible('tenant_b') AS sees_b;
 -- ... and EXPLAIN ANALYZE of them does not count the rows b may not see
 SELECT v, bool_or(l ~ 'Removed') AS tells_removed
   FROM unnest(ARRAY['live_sessions', 'active_locks', 'queue_stats']) v,
