@@ -140,6 +140,16 @@ def until_waiting(calls, timeout=10):
     return False
 
 
+def in_line(*calls):
+    """Start calls one after the other, each asleep in its wait before the
+    next starts, so that they wait in that order."""
+    for c in calls:
+        c.start()
+        until_waiting([c])
+        time.sleep(0.2)
+    return calls
+
+
 def kept_alive(sid, call):
     """distlock.heartbeat(sid) after call waited with it; if the session is
     gone, a line saying how its row last stood, for the log."""
@@ -673,14 +683,9 @@ c.join()
 
 # A cancelled acquirer leaves the line: the next one is served.
 one("SELECT distlock.try_acquire('line', 'holder', '60 s')")
-first = Call("CALL distlock.acquire('line', 'a', wait => '30 s')")
-first.start()
-until_waiting([first])
-time.sleep(0.2)
-second = Call("CALL distlock.acquire('line', 'b', wait => '30 s')")
-second.start()
-until_waiting([second])
-time.sleep(0.2)
+first, second = in_line(
+    Call("CALL distlock.acquire('line', 'a', wait => '30 s')"),
+    Call("CALL distlock.acquire('line', 'b', wait => '30 s')"))
 admin.execute("SELECT pg_cancel_backend(%s)", (first.pid,))
 first.join()
 one("SELECT distlock.release('line', 'holder')")
@@ -727,14 +732,9 @@ check("... woken by the move (within 2.5 s of it)", c.ended - woke < 2.5,
 # now, which learns when that lease ends: given for 1 s, the next takes it
 # then, not when its own wait ends.
 one("SELECT distlock.try_acquire('succession', 'holder', '60 s')")
-first = Call("CALL distlock.acquire('succession', 'a', '1 s', wait => '30 s')")
-first.start()
-until_waiting([first])
-time.sleep(0.2)
-second = Call("CALL distlock.acquire('succession', 'b', wait => '10 s')")
-second.start()
-until_waiting([second])
-time.sleep(0.2)
+first, second = in_line(
+    Call("CALL distlock.acquire('succession', 'a', '1 s', wait => '30 s')"),
+    Call("CALL distlock.acquire('succession', 'b', wait => '10 s')"))
 one("SELECT distlock.release('succession', 'holder')")
 first.join()
 second.join()
@@ -747,14 +747,11 @@ check("the next in line takes a lease when the one served before it ends"
 # line when it next looks, not to a later one that wakes sooner (here to
 # beat its session).
 one("SELECT distlock.try_acquire('unannounced', 'holder', '60 s')")
-first = Call("CALL distlock.acquire('unannounced', 'a', wait => '4 s')")
-first.start()
-until_waiting([first])
 beating = session("2 s")
-second = Call("CALL distlock.acquire('unannounced', 'b', '60 s', %s,"
-              " wait => '6 s')", (beating,))
-second.start()
-until_waiting([second])
+first, second = in_line(
+    Call("CALL distlock.acquire('unannounced', 'a', wait => '4 s')"),
+    Call("CALL distlock.acquire('unannounced', 'b', '60 s', %s,"
+         " wait => '6 s')", (beating,)))
 admin.execute("DELETE FROM distlock.locks WHERE name = 'unannounced'")
 first.join()
 second.join()
