@@ -150,6 +150,17 @@ def in_line(*calls):
     return calls
 
 
+def woken_by(call, act):
+    """Once call (started) is asleep in its wait, act(); returns what act
+    returned and the seconds from then until call ended."""
+    until_waiting([call])
+    time.sleep(0.3)
+    got = act()
+    acted = time.monotonic()
+    call.join()
+    return got, call.ended - acted
+
+
 def kept_alive(sid, call):
     """distlock.heartbeat(sid) after call waited with it; if the session is
     gone, a line saying how its row last stood, for the log."""
@@ -180,17 +191,13 @@ check("... without waiting for its wait to end", c.elapsed() < 10, True)
 
 # Nothing there: the enqueue's commit (or the next look) wakes the waiter.
 c = claim_wait("later", sid, "30 s")
-until_waiting([c])
-time.sleep(0.3)
-job = enqueue("later")
-woke = time.monotonic()
-c.join()
+job, took = woken_by(c, lambda: enqueue("later"))
 check("a waiting claim gets the job enqueued while it waits", ids(c.result),
       [job])
 # woken by the commit: a waiter that missed it would take the job at its
 # next look, 5 s after the one before without background maintenance
-check("... woken by the enqueue's commit (within 2.5 s of it)",
-      c.ended - woke < 2.5, True)
+check("... woken by the enqueue's commit (within 2.5 s of it)", took < 2.5,
+      True)
 
 # Nothing comes: an empty array once the wait is over.
 c = claim_wait("never", sid, "1 s")
@@ -453,7 +460,7 @@ def rolled_back(queue, undo):
     """A job claimed in a savepoint of an open transaction, a claim_wait()
     waiting, then undo: ROLLBACK (the savepoint released into its parent
     first) or ROLLBACK TO the savepoint, the transaction going on.  Returns
-    the job, the waiting call, and when undo returned."""
+    the job, the waiting call, and the seconds from undo to its end."""
     job = enqueue(queue)
     with connect() as conn:
         conn.execute("BEGIN")
@@ -463,29 +470,24 @@ def rolled_back(queue, undo):
         if undo == "ROLLBACK":
             conn.execute("RELEASE a")
         c = claim_wait(queue, sid, "30 s")
-        until_waiting([c])
-        time.sleep(0.3)
-        conn.execute(undo)
-        woke = time.monotonic()
-        c.join()
+        _, took = woken_by(c, lambda: conn.execute(undo))
         if undo != "ROLLBACK":
             conn.execute("COMMIT")
-    return job, c, woke
+    return job, c, took
 
 
 # A claim that rolls back gives its job back to a waiter, woken by the
 # rollback (a waiter that missed it would look again 5 s after its last
 # look), whether the whole transaction rolls back or only a savepoint.
-job, c, woke = rolled_back("rolled-back", "ROLLBACK")
+job, c, took = rolled_back("rolled-back", "ROLLBACK")
 check("a claim rolled back gives its job to a waiting claim", ids(c.result),
       [job])
-check("... woken by the rollback (within 2.5 s of it)",
-      c.ended - woke < 2.5, True)
-job, c, woke = rolled_back("sub-rolled-back", "ROLLBACK TO a")
+check("... woken by the rollback (within 2.5 s of it)", took < 2.5, True)
+job, c, took = rolled_back("sub-rolled-back", "ROLLBACK TO a")
 check("a claim rolled back to a savepoint gives its job to a waiting claim",
       ids(c.result), [job])
 check("... woken by the rollback to the savepoint (within 2.5 s of it)",
-      c.ended - woke < 2.5, True)
+      took < 2.5, True)
 
 # Two jobs due at one time, each enqueued in a commit of its own while two
 # claims wait: each commit wakes the first waiter (asleep again by the
@@ -700,15 +702,11 @@ with connect(user="wait_x") as x:
     x.execute("SELECT distlock.try_acquire('dropped', 'x', '60 s')")
 c = Call("CALL distlock.acquire('dropped', 'waiter', wait => '8 s')")
 c.start()
-until_waiting([c])
-time.sleep(0.3)
-one("SELECT locks FROM distlock.drop_owned('wait_x')")
-woke = time.monotonic()
-c.join()
+_, took = woken_by(c, lambda: one(
+    "SELECT locks FROM distlock.drop_owned('wait_x')"))
 check("a lease dropped by drop_owned() reaches a waiting acquire",
       c.result is not None, True)
-check("... woken by the drop (within 2.5 s of it)", c.ended - woke < 2.5,
-      True)
+check("... woken by the drop (within 2.5 s of it)", took < 2.5, True)
 
 # Jobs that reassign_owned() moves into a queue wake its waiters.
 with connect(user="wait_r") as r:
@@ -718,15 +716,11 @@ with connect(user="wait_x") as x:
 c = Call("CALL distlock.claim_wait('moved', %s, 1, '8 s')", (xsid,))
 c.conn.execute("SET ROLE wait_x")
 c.start()
-until_waiting([c])
-time.sleep(0.3)
-one("SELECT jobs FROM distlock.reassign_owned('wait_r', 'wait_x')")
-woke = time.monotonic()
-c.join()
+_, took = woken_by(c, lambda: one(
+    "SELECT jobs FROM distlock.reassign_owned('wait_r', 'wait_x')"))
 check("a job reassign_owned() moves into a queue reaches its waiting claim",
       ids(c.result), [job])
-check("... woken by the move (within 2.5 s of it)", c.ended - woke < 2.5,
-      True)
+check("... woken by the move (within 2.5 s of it)", took < 2.5, True)
 
 # An acquirer that gets the lease leaves the line and wakes the next, first
 # now, which learns when that lease ends: given for 1 s, the next takes it
@@ -739,8 +733,9 @@ one("SELECT distlock.release('succession', 'holder')")
 first.join()
 second.join()
 check("the next in line takes a lease when the one served before it ends"
-      " (within 2.5 s)", (first.result is not None, second.result is not None,
-                          second.ended - first.ended < 2.5), (True, True, True))
+      " (within 2.5 s)",
+      (first.result is not None, second.result is not None,
+       second.ended - first.ended < 2.5), (True, True, True))
 
 # Only the first in line tries: a lease freed without a wake-up (its row
 # deleted by hand, as an expiry frees it unannounced) goes to the first in
