@@ -754,4 +754,33 @@ check("a lease freed unannounced goes to the first in line, not to a later"
       " one awake first", (first.result is not None, second.result),
       (True, None))
 
+# A lease whose holder's session has expired while a heartbeat of it is in
+# flight (a transaction left open after heartbeat()) looks free as
+# committed, yet is refused: that heartbeat may still extend the session.
+# The first in line looks again every distlock.wait_poll_interval, not at
+# once (it used to spin), and takes the lease once that transaction ends,
+# which wakes nobody.  Looking every 200 ms, its looks cost a few
+# milliseconds of CPU over 2 s; looking again at once, some 0.2 s (a wait
+# sleeps at least 1 ms).
+holder = session("1 s")
+one("SELECT distlock.try_acquire('beating', 'holder', '60 s', %s)", holder)
+beat = psycopg.connect()
+beat.execute("SELECT distlock.heartbeat(%s)", (holder,))
+c = Call("CALL distlock.acquire('beating', 'waiter', wait => '10 s')")
+c.conn.execute("SET distlock.wait_poll_interval = 200")
+c.start()
+time.sleep(1.5)        # past what the heartbeat promised
+before = cpu_seconds(c.pid)
+time.sleep(2)
+used = cpu_seconds(c.pid) - before
+print(f"# [{MODE}] CPU time over 2 s of an acquirer refused a lease free as"
+      f" committed: {used:.3f} s")
+check("an acquirer refused a lease free as committed (a heartbeat in"
+      " flight) looks again only every poll interval",
+      (c.is_alive(), used <= 0.1), (True, True))
+_, took = woken_by(c, beat.rollback)
+beat.close()
+check("... and takes it once the heartbeat's transaction ends (within"
+      " 2.5 s)", (c.result is not None, took < 2.5), (True, True))
+
 sys.exit(0 if all(results) else 1)
