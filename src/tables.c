@@ -105,6 +105,23 @@ table_plain(Relation rel)
 }
 
 /*
+ * rel, opened by the caller, has something only the executor applies
+ * (table_plain(), jobs_plain(), update_open()): close it, and say so at
+ * DEBUG1, since the call then takes the SQL path and nothing else shows
+ * it.  A test that must run the direct path asserts that this is not
+ * said; a user who finds the calls slower can see why.
+ */
+static void
+direct_declined(Relation rel)
+{
+	ereport(DEBUG1,
+			(errmsg_internal("distlock: \"%s\" takes the SQL path",
+							 RelationGetRelationName(rel)),
+			 errdetail_internal("The table has a trigger, rule, row security, constraint, NOT NULL, child table or index state that only the executor applies.")));
+	table_close(rel, NoLock);
+}
+
+/*
  * Whether an UPDATE of distlock.jobs would do nothing but what the direct
  * paths do: table_plain(), no trigger but distlock's own (jobs_pending,
  * jobs_unpending), and no NOT NULL on result.  The two triggers note
@@ -347,7 +364,7 @@ dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
 		!update_open(jt->rel, updated, nupdated, &jt->estate,
 					 &jt->result_rel))
 	{
-		table_close(jt->rel, NoLock);
+		direct_declined(jt->rel);
 		return false;
 	}
 	jt->old = table_slot_create(jt->rel, NULL);
@@ -878,7 +895,7 @@ dl_row_update_begin(RowUpdate *ru, Oid relid, ItemPointer tid,
 		!update_open(ru->rel, updated, nupdated, &ru->estate,
 					 &ru->result_rel))
 	{
-		table_close(ru->rel, NoLock);
+		direct_declined(ru->rel);
 		return false;
 	}
 	ru->snapshot = RegisterSnapshot(GetLatestSnapshot());

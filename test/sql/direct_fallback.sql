@@ -36,6 +36,11 @@ VALUES ('kid', '{}', 'pending', 0, now(), 0, 1, now(), current_user::regrole,
 SELECT queue, status, attempts FROM distlock.claim('kid', :'f');
 SELECT status FROM public.jobs_child;
 DROP TABLE public.jobs_child;
+-- the table keeps relhassubclass (and so the SQL path) until an ANALYZE
+-- finds no child and clears it
+SELECT relhassubclass FROM pg_class WHERE oid = 'distlock.jobs'::regclass;
+ANALYZE distlock.jobs;
+SELECT relhassubclass FROM pg_class WHERE oid = 'distlock.jobs'::regclass;
 
 -- an index that is not valid (and misses a new job) is not walked
 UPDATE pg_index SET indisvalid = false, indisready = false
@@ -47,8 +52,24 @@ UPDATE pg_index SET indisvalid = true, indisready = true
  WHERE indexrelid = 'distlock.jobs_claim_idx'::regclass;
 REINDEX INDEX distlock.jobs_claim_idx;
 
--- all gone: the direct path claims again
+-- a NOT NULL on result (the one column an acknowledgement may empty) is
+-- enforced: completing without a result fails with 23502, with one it
+-- completes
+BEGIN;
+UPDATE distlock.jobs SET result = '{}' WHERE result IS NULL;
+ALTER TABLE distlock.jobs ALTER COLUMN result SET DEFAULT '{}';
+ALTER TABLE distlock.jobs ALTER COLUMN result SET NOT NULL;
+SELECT distlock.enqueue('nn', '{}') AS n1 \gset
+SELECT count(*) FROM distlock.claim('nn', :'f');
+SELECT attempt(format('distlock.complete(%s, %L)', :n1, :'f'));
+SELECT distlock.complete(:n1, :'f', '{"ok": 1}');
+SELECT status, result FROM distlock.jobs WHERE id = :n1;
+ROLLBACK;
+
+-- all gone: the direct path claims again (nothing said at DEBUG1)
 SELECT distlock.enqueue('back', '{}') AS b1 \gset
+SET client_min_messages = debug1;
 SELECT id = :b1 AS claimed FROM distlock.claim('back', :'f');
 SELECT distlock.complete(:b1, :'f');
+RESET client_min_messages;
 SELECT distlock.session_close(:'f');

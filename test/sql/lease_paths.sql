@@ -74,8 +74,11 @@ BEGIN
 	RESET ROLE;
 END $$;
 
--- direct path
+-- direct path: nothing said at DEBUG1, so no call fell back to the SQL
+-- path (tables.c: direct_declined())
+SET client_min_messages = debug1;
 SELECT * FROM lease_round('direct');
+RESET client_min_messages;
 SELECT count(*) AS trigger_rows FROM lock_changes;
 
 -- SQL path: a trigger on distlock.locks sees every grant, renewal and

@@ -26,6 +26,7 @@ SELECT distlock.try_acquire('cron', 'c', NULL, :'sc') AS t3 \gset
 SELECT distlock.try_acquire('cron', 'b', NULL, :'sb') IS NULL AS refused;
 SELECT pg_sleep(0.6);
 SELECT count(*) FROM distlock.sessions WHERE id = :'sc';
+SELECT count(*) AS shown_held FROM distlock.active_locks WHERE name = 'cron';
 SELECT distlock.renew('cron', 'c');
 SELECT distlock.try_acquire('cron', 'b', NULL, :'sb') > :t3 AS taken_over;
 SELECT distlock.reap();

@@ -60,8 +60,11 @@ BEGIN
 	PERFORM distlock.cancel(c);
 END $$;
 
--- direct path
+-- direct path: nothing said at DEBUG1, so no call fell back to the SQL
+-- path (tables.c: direct_declined())
+SET client_min_messages = debug1;
 SELECT * FROM job_round('direct', :'w');
+RESET client_min_messages;
 SELECT count(*) AS trigger_rows FROM job_changes;
 
 -- SQL path: a trigger on distlock.jobs sees every claim and completion
@@ -176,7 +179,9 @@ BEGIN
 END $$;
 SET distlock.delete_completed = on;
 TRUNCATE job_changes;
+SET client_min_messages = debug1;
 SELECT * FROM deleting_round('deleting direct', :'w');
+RESET client_min_messages;
 SELECT count(*) AS trigger_rows FROM job_changes;
 CREATE TRIGGER job_deletes AFTER DELETE ON distlock.jobs
 	FOR EACH ROW EXECUTE FUNCTION record_job_delete();

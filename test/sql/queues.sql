@@ -173,6 +173,29 @@ SELECT owner, queue, grantee, enqueue, claim, manage
   FROM distlock.queue_grants ORDER BY grantee::text;
 SELECT * FROM distlock.drop_owned('q_owner');
 
+-- two owners' queues of one name are two queues: claiming in one passes
+-- over nothing of the other's (the stranger's job here is the older, in
+-- the same priority), and a batch holding a job of each is of more than
+-- one queue (22023), its acknowledgements undone
+SET ROLE q_stranger;
+SELECT distlock.enqueue('twin', '{"of": "stranger"}') AS t1 \gset
+SELECT distlock.grant_queue('twin', 'claim', 'q_workers');
+SET ROLE q_owner;
+SELECT distlock.enqueue('twin', '{"of": "owner"}') AS t2 \gset
+SELECT distlock.grant_queue('twin', 'claim', 'q_workers');
+SET ROLE q_worker;
+SELECT distlock.session_open('1 hour', 'twins') AS st \gset
+SELECT payload FROM distlock.claim('twin', :'st', owner => 'q_owner');
+SELECT payload FROM distlock.claim('twin', :'st', owner => 'q_stranger');
+SELECT attempt(format('distlock.complete_batch_and_claim(ARRAY[%s, %s], %L)',
+					  :t1, :t2, :'st'));
+SELECT count(*) AS acknowledged
+  FROM distlock.complete_batch(ARRAY[:t1, :t2], :'st');
+SELECT distlock.session_close(:'st');
+RESET ROLE;
+SELECT jobs, queue_grants FROM distlock.drop_owned('q_owner');
+SELECT jobs, queue_grants FROM distlock.drop_owned('q_stranger');
+
 REVOKE USAGE ON SCHEMA distlock FROM q_owner, q_producer, q_worker, q_ops,
 	q_stranger, q_workers;
 DROP ROLE q_owner, q_producer, q_worker, q_ops, q_stranger, q_workers;

@@ -57,6 +57,14 @@ SELECT distlock.throttle('cap', '300 milliseconds', 2) AS first,
 	   distlock.throttle('cap', '300 milliseconds', 2) AS second,
 	   distlock.throttle('cap', '300 milliseconds', 2) AS third;
 
+-- nor does the part of a period it waited past full: a grant from a
+-- bucket refilled to exactly burst restarts the refill from the grant
+SELECT distlock.throttle('brim', '400 milliseconds') AS first;
+SELECT pg_sleep(0.6);
+SELECT distlock.throttle('brim', '400 milliseconds') AS refilled;
+SELECT permits, refilled_at = granted_at AS refill_restarted
+  FROM distlock.throttles WHERE name = 'brim';
+
 -- the clock is read at the call, not at the start of the transaction
 BEGIN;
 SELECT distlock.throttle('late', '300 milliseconds') AS first;

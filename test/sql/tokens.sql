@@ -98,3 +98,18 @@ SELECT reaped FROM distlock.maintain();
 SELECT base FROM distlock.token_epoch;
 SELECT distlock.try_acquire('ep2', 'a') - 6 * 2 ^ 40 AS in_epoch_6;
 SELECT distlock.release('ep', 'a'), distlock.release('ep2', 'a');
+
+-- a sequence set back by hand: a grant whose token would not be above the
+-- lock's last one is refused (55000) and leaves the lock as it was; a
+-- token equal to the last is not above it
+SELECT distlock.try_acquire('back', 'a') AS t \gset
+SELECT distlock.release('back', 'a');
+SELECT setval('distlock.token_seq', :t - 1) > 0 AS set;
+SELECT attempt('distlock.try_acquire(''back'', ''b'')');
+SELECT setval('distlock.token_seq', :t - 2) > 0 AS set;
+SELECT attempt('distlock.try_acquire(''back'', ''b'')');
+SELECT owner, token = :t AS last_token FROM distlock.locks WHERE name = 'back';
+-- once the sequence is past it again, grants go on
+SELECT setval('distlock.token_seq', :t) > 0 AS set;
+SELECT distlock.try_acquire('back', 'b') = :t + 1 AS above;
+SELECT distlock.release('back', 'b');
