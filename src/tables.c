@@ -115,9 +115,10 @@ static void
 direct_declined(Relation rel)
 {
 	ereport(DEBUG1,
-			(errmsg_internal("distlock: \"%s\" takes the SQL path",
+			(errmsg_internal("direct path not used for table \"%s.%s\"",
+							 get_namespace_name(RelationGetNamespace(rel)),
 							 RelationGetRelationName(rel)),
-			 errdetail_internal("The table has a trigger, rule, row security, constraint, NOT NULL, child table or index state that only the executor applies.")));
+			 errdetail_internal("The table has a trigger, a rule, forced row security, a CHECK constraint, a NOT NULL on a column the call may empty, a generated column, an inheritance child (until an ANALYZE), an index that is not valid or checks at commit, or an access method other than heap; or a loaded module checks permissions (sepgsql).")));
 	table_close(rel, NoLock);
 }
 

@@ -883,8 +883,9 @@ distlock_acquire(PG_FUNCTION_ARGS)
 			dl_wait_also(session_key);
 
 			/*
-			 * Free now, yet refused: a grant not yet committed, or one made
-			 * since we looked; look again shortly.
+			 * Free now, yet refused: a grant not yet committed, one made
+			 * since we looked, or a heartbeat in flight of the holder's
+			 * expired session; look again shortly.
 			 */
 			if (free_at <= now)
 				free_at = now + dl_wait_poll_interval * INT64CONST(1000);

@@ -758,18 +758,22 @@ check("a lease freed unannounced goes to the first in line, not to a later"
 # flight (a transaction left open after heartbeat()) looks free as
 # committed, yet is refused: that heartbeat may still extend the session.
 # The first in line looks again every distlock.wait_poll_interval, not at
-# once (it used to spin), and takes the lease once that transaction ends,
-# which wakes nobody.  Looking every 200 ms, its looks cost a few
-# milliseconds of CPU over 2 s; looking again at once, some 0.2 s (a wait
-# sleeps at least 1 ms).
-holder = session("1 s")
-one("SELECT distlock.try_acquire('beating', 'holder', '60 s', %s)", holder)
+# once (mutation m35 of the second sweep spun), and takes the lease once
+# that transaction ends, which wakes nobody.  Looking every 200 ms, its
+# looks cost a few milliseconds of CPU over 2 s; looking again at once,
+# some 0.2 s (a wait sleeps at least 1 ms).
 beat = psycopg.connect()
-beat.execute("SELECT distlock.heartbeat(%s)", (holder,))
+holder = session("2 s")
+one("SELECT distlock.try_acquire('beating', 'holder', '60 s', %s)", holder)
+check("a heartbeat left in flight answers true",
+      beat.execute("SELECT distlock.heartbeat(%s)", (holder,)).fetchone()[0],
+      True)
 c = Call("CALL distlock.acquire('beating', 'waiter', wait => '10 s')")
 c.conn.execute("SET distlock.wait_poll_interval = 200")
 c.start()
-time.sleep(1.5)        # past what the heartbeat promised
+# past the session's committed expiry (the heartbeat's promise counts only
+# once it commits)
+time.sleep(2.5)
 before = cpu_seconds(c.pid)
 time.sleep(2)
 used = cpu_seconds(c.pid) - before

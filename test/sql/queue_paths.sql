@@ -60,8 +60,8 @@ BEGIN
 	PERFORM distlock.cancel(c);
 END $$;
 
--- direct path: nothing said at DEBUG1, so no call fell back to the SQL
--- path (tables.c: direct_declined())
+-- direct path: nothing said at DEBUG1, so (with distlock.direct_path on)
+-- no call fell back to the SQL path (tables.c: direct_declined())
 SET client_min_messages = debug1;
 SELECT * FROM job_round('direct', :'w');
 RESET client_min_messages;

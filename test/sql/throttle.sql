@@ -58,10 +58,13 @@ SELECT distlock.throttle('cap', '300 milliseconds', 2) AS first,
 	   distlock.throttle('cap', '300 milliseconds', 2) AS third;
 
 -- nor does the part of a period it waited past full: a grant from a
--- bucket refilled to exactly burst restarts the refill from the grant
-SELECT distlock.throttle('brim', '400 milliseconds') AS first;
-SELECT pg_sleep(0.6);
-SELECT distlock.throttle('brim', '400 milliseconds') AS refilled;
+-- bucket refilled to exactly burst (its last refill set back by hand an
+-- hour and a half, so one period and a half have passed) restarts the
+-- refill from the grant
+SELECT distlock.throttle('brim', '1 hour') AS first;
+UPDATE distlock.throttles SET refilled_at = refilled_at - interval '90 minutes'
+ WHERE name = 'brim';
+SELECT distlock.throttle('brim', '1 hour') AS refilled;
 SELECT permits, refilled_at = granted_at AS refill_restarted
   FROM distlock.throttles WHERE name = 'brim';
 

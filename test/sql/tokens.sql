@@ -105,9 +105,10 @@ SELECT distlock.release('ep', 'a'), distlock.release('ep2', 'a');
 SELECT distlock.try_acquire('back', 'a') AS t \gset
 SELECT distlock.release('back', 'a');
 SELECT setval('distlock.token_seq', :t - 1) > 0 AS set;
-SELECT attempt('distlock.try_acquire(''back'', ''b'')');
+SELECT replace(attempt('distlock.try_acquire(''back'', ''b'')'), :'t', '<t>');
 SELECT setval('distlock.token_seq', :t - 2) > 0 AS set;
-SELECT attempt('distlock.try_acquire(''back'', ''b'')');
+SELECT replace(replace(attempt('distlock.try_acquire(''back'', ''b'')'),
+					   :'t', '<t>'), (:t - 1)::text, '<t - 1>');
 SELECT owner, token = :t AS last_token FROM distlock.locks WHERE name = 'back';
 -- once the sequence is past it again, grants go on
 SELECT setval('distlock.token_seq', :t) > 0 AS set;
