@@ -281,6 +281,15 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_over_2s(call, what):
+    """The CPU time call's backend uses over the next 2 s, printed."""
+    before = cpu_seconds(call.pid)
+    time.sleep(2)
+    used = cpu_seconds(call.pid) - before
+    print(f"# [{MODE}] CPU time over 2 s of {what}: {used:.3f} s")
+    return used
+
+
 before = cpu_seconds(c.pid)
 time.sleep(5)
 used = cpu_seconds(c.pid) - before
@@ -658,11 +667,7 @@ if not PRELOAD:
     late.start()
     # not until_waiting(): a waiter that spins is never seen asleep
     time.sleep(0.5)
-    before = cpu_seconds(late.pid)
-    time.sleep(2)
-    used = cpu_seconds(late.pid) - before
-    print(f"# [{MODE}] CPU time over 2 s of an acquirer in line with an"
-          f" expired session: {used:.3f} s")
+    used = cpu_over_2s(late, "an acquirer in line with an expired session")
     check("an acquirer in line with an expired session sleeps",
           (late.is_alive(), used <= (0.05 if WOKEN else 0.5)), (True, True))
     late.join()
@@ -774,11 +779,7 @@ c.start()
 # past the session's committed expiry (the heartbeat's promise counts only
 # once it commits)
 time.sleep(2.5)
-before = cpu_seconds(c.pid)
-time.sleep(2)
-used = cpu_seconds(c.pid) - before
-print(f"# [{MODE}] CPU time over 2 s of an acquirer refused a lease free as"
-      f" committed: {used:.3f} s")
+used = cpu_over_2s(c, "an acquirer refused a lease free as committed")
 check("an acquirer refused a lease free as committed (a heartbeat in"
       " flight) looks again only every poll interval",
       (c.is_alive(), used <= 0.1), (True, True))
