@@ -28,7 +28,7 @@
  * A lease's lock row, once locked (dl_version_lock()), is rewritten the
  * same way (dl_row_update_begin(), lease.c), where distlock.locks has no
  * trigger, no NOT NULL on a column the lease may empty, and nothing else
- * table_plain() or update_open() refuses.
+ * table_not_plain() or update_open() finds.
  *
  * dl_jobs_open() says where the direct paths do not apply: at REPEATABLE
  * READ and SERIALIZABLE (a job changed since the transaction's snapshot
@@ -79,62 +79,103 @@
 #include "distlock.h"
 
 /*
- * Whether an UPDATE of rel would do nothing but what the direct paths do,
- * triggers aside: a heap table (they read its versions' headers:
- * dl_jobs_lock_or_skip(), version_fetch()), no rule or forced row
- * security, no CHECK constraint or generated column (ExecUpdate would
- * check or compute them; a virtual one, PostgreSQL 18, may be NOT NULL),
- * no inheritance children, and no ExecutorCheckPerms_hook that would want
- * to see the statement (sepgsql).
+ * Why an UPDATE of rel would do more than the direct paths do, triggers
+ * aside, or NULL if it would not: it needs a heap table (they read its
+ * versions' headers: dl_jobs_lock_or_skip(), version_fetch()), no rule or
+ * forced row security, no CHECK constraint or generated column (ExecUpdate
+ * would check or compute them; a virtual one, PostgreSQL 18, may be NOT
+ * NULL), no inheritance children, and no ExecutorCheckPerms_hook that
+ * would want to see the statement (sepgsql).
  * Only the table's owner can add any of these; the SQL paths then apply
  * them.
  */
-static bool
-table_plain(Relation rel)
+static const char *
+table_not_plain(Relation rel)
 {
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
 
-	return rel->rd_rel->relam == HEAP_TABLE_AM_OID &&
-		rel->rd_rules == NULL &&
-		!rel->rd_rel->relforcerowsecurity &&
-		!rel->rd_rel->relhassubclass &&
-		(constr == NULL ||
-		 (constr->num_check == 0 && !constr->has_generated_stored &&
-		  !dl_has_generated_virtual(constr))) &&
-		ExecutorCheckPerms_hook == NULL;
+	if (rel->rd_rel->relam != HEAP_TABLE_AM_OID)
+		return "Its access method is not heap.";
+	if (rel->rd_rules != NULL)
+		return "It has a rule.";
+	if (rel->rd_rel->relforcerowsecurity)
+		return "It has forced row security.";
+	/* set until an ANALYZE finds no child (acquire_inherited_sample_rows) */
+	if (rel->rd_rel->relhassubclass)
+		return "It has or had an inheritance child: pg_class.relhassubclass stays set until an ANALYZE of the table finds none.";
+	if (constr != NULL && constr->num_check > 0)
+		return "It has a CHECK constraint.";
+	if (constr != NULL &&
+		(constr->has_generated_stored || dl_has_generated_virtual(constr)))
+		return "It has a generated column.";
+	if (ExecutorCheckPerms_hook != NULL)
+		return "A loaded module checks the permissions of statements (ExecutorCheckPerms_hook, as sepgsql).";
+	return NULL;
+}
+
+/* Why, if at all, a NOT NULL on a column the call may empty needs ExecUpdate */
+static const char *
+not_null_column(Relation rel, const AttrNumber *nullable, int nnullable)
+{
+	for (int i = 0; i < nnullable; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(RelationGetDescr(rel),
+											  nullable[i] - 1);
+
+		if (att->attnotnull)
+			return psprintf("Column \"%s\", which the call may set to null, is NOT NULL.",
+							NameStr(att->attname));
+	}
+	return NULL;
+}
+
+/*
+ * Why trigger t sends the calls to the SQL path: a user's trigger by its
+ * name; one that checks a constraint by the constraint's name, since its
+ * own carries an OID.
+ */
+static const char *
+trigger_reason(const Trigger *t)
+{
+	if (OidIsValid(t->tgconstraint))
+		return psprintf("Its constraint \"%s\" is checked by a trigger.",
+						get_constraint_name(t->tgconstraint));
+	return psprintf("It has trigger \"%s\".", t->tgname);
 }
 
 /*
  * rel, opened by the caller, has something only the executor applies
- * (table_plain(), jobs_plain(), update_open()): close it, and say so at
- * DEBUG1, since the call then takes the SQL path and nothing else shows
- * it.  A test that must run the direct path asserts that this is not
- * said; a user who finds the calls slower can see why.
+ * (why, from table_not_plain(), jobs_not_plain(), update_open()): close
+ * it, and say so at DEBUG1, since the call then takes the SQL path and
+ * nothing else shows it.  A test that must run the direct path asserts
+ * that this is not said; a user who finds the calls slower can see why.
  */
 static void
-direct_declined(Relation rel)
+direct_declined(Relation rel, const char *why)
 {
 	ereport(DEBUG1,
 			(errmsg_internal("direct path not used for table \"%s.%s\"",
 							 get_namespace_name(RelationGetNamespace(rel)),
 							 RelationGetRelationName(rel)),
-			 errdetail_internal("The table has a trigger, a rule, forced row security, a CHECK constraint, a NOT NULL on a column the call may empty, a generated column, an inheritance child (until an ANALYZE), an index that is not valid or checks at commit, or an access method other than heap; or a loaded module checks permissions (sepgsql).")));
+			 errdetail_internal("%s", why)));
 	table_close(rel, NoLock);
 }
 
 /*
- * Whether an UPDATE of distlock.jobs would do nothing but what the direct
- * paths do: table_plain(), no trigger but distlock's own (jobs_pending,
- * jobs_unpending), and no NOT NULL on result.  The two triggers note
- * versions made pending and taken out of pending (position.c): the direct
- * paths make none pending, and a direct claim notes what it takes itself,
- * so they have nothing to do for them.  *positions says whether both are
- * there and fire always, as claim positions need.
+ * Why an UPDATE of distlock.jobs would do more than the direct paths do,
+ * or NULL if it would not: it needs table_not_plain() to find nothing, no
+ * trigger but distlock's own (jobs_pending, jobs_unpending), and no NOT
+ * NULL on result.  The two triggers note versions made pending and taken
+ * out of pending (position.c): the direct paths make none pending, and a
+ * direct claim notes what it takes itself, so they have nothing to do for
+ * them.  *positions says whether both are there and fire always, as claim
+ * positions need.
  */
-static bool
-jobs_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
+static const char *
+jobs_not_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
 {
 	TriggerDesc *trig = rel->trigdesc;
+	const char *why;
 
 	*positions = false;
 	if (trig != NULL)
@@ -147,7 +188,7 @@ jobs_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
 
 			if (t->tgfoid != cat->jobs_pending_fn ||
 				!TRIGGER_FOR_ROW(t->tgtype) || t->tgnattr != 0)
-				return false;
+				return trigger_reason(t);
 			if (t->tgenabled == TRIGGER_FIRES_ALWAYS)
 				always++;
 		}
@@ -157,9 +198,8 @@ jobs_plain(Relation rel, const DistlockCatalog *cat, bool *positions)
 			trig->trig_update_before_row && trig->trig_delete_before_row;
 	}
 	/* result is the one column the direct paths may set to NULL */
-	if (TupleDescAttr(RelationGetDescr(rel), cat->job_result - 1)->attnotnull)
-		return false;
-	return table_plain(rel);
+	why = not_null_column(rel, &cat->job_result, 1);
+	return why ? why : table_not_plain(rel);
 }
 
 /*
@@ -249,10 +289,10 @@ jobs_predicates(ResultRelInfo *rri)
 /*
  * Set up *estate and *result_rel to update the columns of rel listed
  * (nupdated attribute numbers) with its indexes kept as an UPDATE
- * statement would keep them.  Returns false, keeping nothing, if an index
- * is one the direct paths leave to the executor.
+ * statement would keep them, and return NULL; or, keeping nothing, say
+ * why an index is one the direct paths leave to the executor.
  */
-static bool
+static const char *
 update_open(Relation rel, const AttrNumber *updated, int nupdated,
 			EState **estate, ResultRelInfo **result_rel)
 {
@@ -292,14 +332,19 @@ update_open(Relation rel, const AttrNumber *updated, int nupdated,
 		 */
 		if (!index->indisvalid || !index->indimmediate)
 		{
+			char	   *why = psprintf(index->indisvalid ?
+									   "Its index \"%s\" checks uniqueness at commit." :
+									   "Its index \"%s\" is not valid.",
+									   RelationGetRelationName(rri->ri_IndexRelationDescs[i]));
+
 			ExecCloseIndices(rri);
 			FreeExecutorState(*estate);
-			return false;
+			return why;
 		}
 	}
 	jobs_predicates(rri);
 	*result_rel = rri;
-	return true;
+	return NULL;
 }
 
 /*
@@ -354,6 +399,8 @@ update_version(Relation rel, ItemPointer tid, TupleTableSlot *new,
 bool
 dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
 {
+	const char *why;
+
 	if (!dl_direct_path || IsolationUsesXactSnapshot())
 		return false;
 	jt->cat = dl_catalog();
@@ -361,11 +408,13 @@ dl_jobs_open(JobsTable *jt, const AttrNumber *updated, int nupdated)
 	CommandCounterIncrement();
 	jt->rel = table_open(jt->cat->jobs, RowExclusiveLock);
 	dl_catalog_after_lock();
-	if (!jobs_plain(jt->rel, jt->cat, &jt->positions) ||
-		!update_open(jt->rel, updated, nupdated, &jt->estate,
-					 &jt->result_rel))
+	why = jobs_not_plain(jt->rel, jt->cat, &jt->positions);
+	if (!why)
+		why = update_open(jt->rel, updated, nupdated, &jt->estate,
+						  &jt->result_rel);
+	if (why)
 	{
-		direct_declined(jt->rel);
+		direct_declined(jt->rel, why);
 		return false;
 	}
 	jt->old = table_slot_create(jt->rel, NULL);
@@ -873,30 +922,33 @@ dl_version_lock(Oid relid, ItemPointer tid, TransactionId xmin,
  * statement must run instead: at REPEATABLE READ and SERIALIZABLE (the
  * statement's snapshot checks), with distlock.direct_path off, and when
  * the table has a trigger, a NOT NULL on a nullable column, or anything
- * else only the executor applies (table_plain(), update_open()).
+ * else only the executor applies (table_not_plain(), update_open()).
  */
 bool
 dl_row_update_begin(RowUpdate *ru, Oid relid, ItemPointer tid,
 					const AttrNumber *updated, int nupdated,
 					const AttrNumber *nullable, int nnullable)
 {
-	bool		plain;
+	const char *why;
 
 	if (!dl_direct_path || IsolationUsesXactSnapshot())
 		return false;
 	/* what this transaction did so far is visible to our snapshot */
 	CommandCounterIncrement();
 	ru->rel = table_open(relid, RowExclusiveLock);
-	plain = ru->rel->trigdesc == NULL && table_plain(ru->rel);
+	if (ru->rel->trigdesc != NULL)
+		why = trigger_reason(&ru->rel->trigdesc->triggers[0]);
+	else
+		why = table_not_plain(ru->rel);
 	/* a NOT NULL the owner added where we may write NULL: ExecUpdate's */
-	for (int i = 0; plain && i < nnullable; i++)
-		plain = !TupleDescAttr(RelationGetDescr(ru->rel),
-							   nullable[i] - 1)->attnotnull;
-	if (!plain ||
-		!update_open(ru->rel, updated, nupdated, &ru->estate,
-					 &ru->result_rel))
+	if (!why)
+		why = not_null_column(ru->rel, nullable, nnullable);
+	if (!why)
+		why = update_open(ru->rel, updated, nupdated, &ru->estate,
+						  &ru->result_rel);
+	if (why)
 	{
-		direct_declined(ru->rel);
+		direct_declined(ru->rel, why);
 		return false;
 	}
 	ru->snapshot = RegisterSnapshot(GetLatestSnapshot());

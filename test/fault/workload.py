@@ -1229,7 +1229,7 @@ class Orchestrator:
         # What would send claims and acknowledgements down the SQL path
         # whatever distlock.direct_path says (src/tables.c, dl_jobs_open()):
         # a trigger (internal ones too) other than distlock's own
-        # jobs_pending firing always (src/tables.c, jobs_plain()), a rule or
+        # jobs_pending firing always (src/tables.c, jobs_not_plain()), a rule or
         # forced row security on distlock's tables.  There must be none.
         self.meta["diverters"] = [list(r) for r in c.execute(
             "SELECT c.relname, 'trigger', t.tgname FROM pg_trigger t"
