@@ -55,7 +55,8 @@ REGRESS = \
 	direct_fallback \
 	queue_paths \
 	lease_paths \
-	wait
+	wait \
+	publication
 
 # Isolation specs (test/specs, expected/).
 ISOLATION = \

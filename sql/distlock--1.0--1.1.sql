@@ -104,6 +104,10 @@ INSERT INTO distlock.token_epoch
 	SELECT system_identifier, 0 FROM pg_catalog.pg_control_system();
 SELECT pg_catalog.pg_extension_config_dump('distlock.token_epoch', '');
 REVOKE ALL ON distlock.token_epoch FROM PUBLIC;
+-- No key: under a publication that publishes deletes (FOR ALL TABLES, say)
+-- the rebase's DELETE would be refused, and with it every grant after a
+-- restore, without an identity of the whole row.
+ALTER TABLE distlock.token_epoch REPLICA IDENTITY FULL;
 
 --
 -- Throttles belong to a role (src/throttle.c): a throttle is the pair
@@ -165,7 +169,7 @@ GRANT SELECT, UPDATE ON distlock.token_seq, distlock.jobs_id_seq TO @extowner@;
 DO $$
 BEGIN
 	EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA distlock TO %I WITH GRANT OPTION',
-		(SELECT d.datdba::pg_catalog.regrole::pg_catalog.text FROM pg_catalog.pg_database d
+		(SELECT pg_catalog.pg_get_userbyid(d.datdba) FROM pg_catalog.pg_database d
 		  WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()));
 END
 $$;

@@ -57,3 +57,11 @@ as_dbo -c "CREATE EXTENSION distlock"
 as_dbo -c "DROP EXTENSION distlock"
 check "the owner drops it again" \
 	"$(as_dbo -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'distlock'")" 0
+
+# The install grants the database's owner USAGE on the schema by name: a
+# name that needs quoting must reach GRANT quoted once.
+psql -c 'CREATE ROLE "App Owner" LOGIN' -c 'CREATE DATABASE quoted OWNER "App Owner"' >/dev/null
+check "a database owner whose name needs quoting installs it" \
+	"$(psql -At -U "App Owner" -d quoted -c "CREATE EXTENSION distlock" -c "SELECT 'installed'" 2>&1)" installed
+check "... and may grant USAGE on the schema" \
+	"$(psql -At -U "App Owner" -d quoted -c "SELECT has_schema_privilege('App Owner', 'distlock', 'USAGE WITH GRANT OPTION')")" t
