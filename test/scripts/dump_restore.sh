@@ -129,6 +129,8 @@ SELECT distlock.enqueue('gq', '{}') FROM generate_series(1, 3) i;
 SELECT distlock.enqueue('gq', '{}', dedup_key => 'k');
 SELECT distlock.throttle('gt', '1 hour');
 SELECT distlock.grant_queue('gq', 'claim', 'postgres');
+RESET ROLE;
+SELECT distlock.grant_queue('pq', 'claim', :'r');
 SQL
 done
 mcounts_sql="SELECT (SELECT count(*) FROM distlock.locks) || '/' || (SELECT count(*) FROM distlock.sessions)
@@ -149,6 +151,8 @@ check "the missing roles' rows belong to no role" \
 		(SELECT count(*) FROM distlock.jobs WHERE created_by = 0 AND queue_owner = 0) || '/' ||
 		(SELECT count(*) FROM distlock.throttles WHERE owner = 0 AND created_by::text = '-') || '/' ||
 		(SELECT count(*) FROM distlock.queue_grants WHERE owner = 0)")" "6/2/8/2/2"
+check "... and the grants to them, of one queue, are grants to no role" \
+	"$(psql -At -d mdst -c "SELECT count(*) FROM distlock.queue_grants WHERE queue = 'pq' AND grantee = 0")" 2
 check "... their limits limit nobody: they are not the defaults row" \
 	"$(psql -At -d mdst -c "SELECT (SELECT count(*) FROM distlock.limits WHERE role = 0) || '/' ||
 		(SELECT count(*) FROM distlock.limits WHERE role IS NULL)")" "2/0"

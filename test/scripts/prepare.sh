@@ -98,3 +98,20 @@ check "COMMIT PREPARED deletes the job, and the session is reaped without it" \
 	"$(sql "SELECT distlock.reap()") $(sql "SELECT count(*) FROM distlock.jobs WHERE id = $j")" "1 0"
 check "one job is left pending, none running" \
 	"$(sql "SELECT string_agg(status::text, ' ' ORDER BY id) FROM distlock.jobs WHERE status <> 'completed'")" pending
+
+# distlock.advisory_locks shows an advisory lock a prepared transaction
+# holds (no backend, so no pg_stat_activity row), and none of another
+# database's
+sql "CREATE DATABASE other"
+command psql -X -q -d other -c "BEGIN" -c "SELECT pg_advisory_xact_lock(4242)" \
+	-c "PREPARE TRANSACTION 'other'" >/dev/null
+session >/dev/null <<'SQL'
+BEGIN;
+SELECT pg_advisory_xact_lock(4343);
+PREPARE TRANSACTION 'here';
+SQL
+check "advisory_locks shows the prepared transaction's lock, and only this database's" \
+	"$(sql "SELECT string_agg(key || ':' || mode || ':' || granted || ':' || (pid IS NULL), ' ' ORDER BY key)
+		FROM distlock.advisory_locks WHERE key IN (4242, 4343)")" "4343:ExclusiveLock:true:true"
+sql "COMMIT PREPARED 'here'"
+command psql -X -q -d other -c "COMMIT PREPARED 'other'"

@@ -20,6 +20,27 @@ check "the owner cannot change or remove rows directly (it may only read and add
 	"$(as_dbo -c "SELECT has_table_privilege('distlock.locks', 'UPDATE'), has_table_privilege('distlock.locks', 'DELETE'),
 		has_table_privilege('distlock.locks', 'SELECT'), has_table_privilege('distlock.locks', 'INSERT')")" "f|f|t|t"
 
+# Every privilege a role holds by name on distlock's schema and relations
+# ("*": with grant option): a TRIGGER, TRUNCATE or UPDATE on a table, or
+# CREATE on the schema, would let a non-superuser run code or change rows
+# behind the calls, which run as the schema's owner.
+privileges_of() {
+	as_dbo -c "SELECT string_agg(what || ':' || privs, ' ' ORDER BY what) FROM (
+		SELECT o.what, string_agg(a.privilege_type ||
+				CASE WHEN a.is_grantable THEN '*' ELSE '' END, ','
+				ORDER BY a.privilege_type) AS privs
+		FROM (SELECT 'schema' AS what, nspacl AS acl FROM pg_namespace
+			  WHERE nspname = 'distlock'
+			  UNION ALL
+			  SELECT relname::text, relacl FROM pg_class
+			  WHERE relnamespace = 'distlock'::regnamespace) o,
+			 aclexplode(o.acl) a
+		WHERE a.grantee = '$1'::regrole GROUP BY o.what) p"
+}
+owner_privileges="jobs:INSERT,SELECT jobs_id_seq:SELECT,UPDATE limits:INSERT,SELECT locks:INSERT,SELECT queue_grants:INSERT,SELECT schema:USAGE* sessions:INSERT,SELECT throttles:INSERT,SELECT token_epoch:INSERT,SELECT token_seq:SELECT,UPDATE"
+check "the owner holds exactly: USAGE on the schema, to grant on; SELECT and INSERT on the tables, SELECT and UPDATE on the sequences, to back up and restore" \
+	"$(privileges_of dbo)" "$owner_privileges"
+
 as_dbo -c "GRANT USAGE ON SCHEMA distlock TO app"
 sid=$(as_app -c "SELECT distlock.session_open('1 hour', 'app')")
 check "the application role uses the API" \
@@ -43,6 +64,8 @@ as_dbo -c "DROP EXTENSION distlock"
 psql -At -U installer -d appdb -c "CREATE EXTENSION distlock" -c "GRANT USAGE ON SCHEMA distlock TO app" >/dev/null
 check "a role with CREATE on the database installs it and owns it" \
 	"$(as_dbo -c "SELECT extowner::regrole FROM pg_extension WHERE extname = 'distlock'")" installer
+check "... holds what an owner holds" "$(privileges_of installer)" "$owner_privileges"
+check "... and the database's owner, USAGE on the schema to grant on" "$(privileges_of dbo)" "schema:USAGE*"
 as_app -c "SELECT distlock.try_acquire('app-lock', 'app', '1 hour')" >/dev/null
 check "the database's owner may call it, and administers the application role's lock" \
 	"$(as_dbo -c "SELECT distlock.renew('app-lock', 'app', '2 hours'), distlock.release('app-lock', 'app')")" "t|t"

@@ -19,7 +19,7 @@ schema_dump()
 	psql -At -d "$1" -f "$top/test/scripts/catalog.sql" >"$dir/$1.schema"
 }
 
-psql -c "CREATE DATABASE fresh"
+psql -c "CREATE DATABASE fresh" -c "CREATE ROLE producer"
 psql -d fresh -c "CREATE EXTENSION distlock"
 schema_dump fresh
 
@@ -46,7 +46,12 @@ INSERT INTO distlock.locks (name, owner, token, acquired_at, renewed_at, created
 	VALUES ('kept', 'w', nextval('distlock.token_seq'), now(), now(), current_user::regrole);
 INSERT INTO distlock.jobs (queue, payload, status, priority, run_at, attempts,
 						   max_attempts, created_at, created_by)
-	VALUES ('q', '{"kept": true}', 'pending', 0, now(), 0, 5, now(), current_user::regrole);
+	VALUES ('q', '{"kept": true}', 'pending', 0, now(), 0, 5, now(), current_user::regrole),
+		   ('pq', '{"producer": true}', 'pending', 0, now(), 0, 5, now(), 'producer'),
+		   ('pq', '{"done": true}', 'completed', 0, now(), 1, 5, now(), 'producer');
+UPDATE distlock.jobs SET finished_at = now() WHERE status = 'completed';
+INSERT INTO distlock.throttles (name, every, burst, permits, refilled_at, granted_at, created_by)
+	VALUES ('t', '1 hour', 3, 1, now(), now(), 'producer');
 SQL
 	psql -d "$db" -c "ALTER EXTENSION distlock UPDATE"
 	version=$(psql -At -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'distlock'")
@@ -71,6 +76,20 @@ SQL
 		echo "ok - $from -> $current: locks and jobs survive the update, the jobs claimable"
 	else
 		echo "not ok - $from -> $current: state after update is '$state'"
+	fi
+	# another role's jobs, finished ones too, go to its queue, and its
+	# throttle stays its own: the bucket it drew on, with the permits left
+	state=$(psql -At -d "$db" -c "SELECT
+		(SELECT string_agg(status || ':' || queue_owner, ',' ORDER BY status)
+		   FROM distlock.jobs WHERE queue = 'pq'),
+		(SELECT count(*) FROM distlock.claim('pq', distlock.session_open('1 minute'),
+											 owner => 'producer')
+		  WHERE payload ? 'producer'),
+		(SELECT available FROM distlock.throttle_status('t', 'producer'))")
+	if [ "$state" = "pending:producer,completed:producer|1|1" ]; then
+		echo "ok - $from -> $current: another role's jobs are in its queue, its throttle its own"
+	else
+		echo "not ok - $from -> $current: another role's state after update is '$state'"
 	fi
 done
 if [ "$found" -eq 0 ]; then

@@ -8,7 +8,7 @@ SELECT extname, extversion, extrelocatable FROM pg_extension
 
 -- every function: arguments, result, volatility, strictness, parallel safety
 SELECT p.oid::regprocedure AS function, pg_get_function_result(p.oid) AS result,
-	   p.provolatile, p.proisstrict, p.proparallel, p.prosecdef,
+	   p.provolatile, p.proisstrict, p.proparallel, p.prosecdef, p.prorows,
 	   obj_description(p.oid, 'pg_proc') IS NOT NULL AS commented
   FROM pg_proc p
  WHERE p.pronamespace = 'distlock'::regnamespace
@@ -26,14 +26,48 @@ SELECT c.relname, c.relkind, c.relpersistence
  WHERE c.relnamespace = 'distlock'::regnamespace
  ORDER BY c.relname;
 
+-- every table's columns, constraints, indexes and triggers
+SELECT a.attrelid::regclass AS "table", a.attname,
+	   format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull,
+	   pg_get_expr(d.adbin, d.adrelid) AS "default"
+  FROM pg_attribute a
+  JOIN pg_class c ON c.oid = a.attrelid
+  LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+ WHERE c.relnamespace = 'distlock'::regnamespace AND c.relkind = 'r'
+   AND a.attnum > 0 AND NOT a.attisdropped
+ ORDER BY c.relname, a.attnum;
+
+SELECT conrelid::regclass AS "table", conname,
+	   pg_get_constraintdef(oid) AS definition
+  FROM pg_constraint
+ WHERE connamespace = 'distlock'::regnamespace AND conrelid <> 0
+   AND contype <> 'n'			-- PostgreSQL 18's NOT NULL constraints: attnotnull above
+ ORDER BY conrelid::regclass::text, conname;
+
 SELECT indexrelid::regclass AS index, pg_get_indexdef(indexrelid) AS definition
-  FROM pg_index
- WHERE indrelid = 'distlock.jobs'::regclass
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+ WHERE c.relnamespace = 'distlock'::regnamespace
  ORDER BY 1;
 
--- every table and sequence holding user data is kept by pg_dump
-SELECT unnest(extconfig)::regclass AS dumped FROM pg_extension
- WHERE extname = 'distlock' ORDER BY 1;
+SELECT tgrelid::regclass AS "table", tgname, tgenabled,
+	   pg_get_triggerdef(oid) AS definition
+  FROM pg_trigger
+ WHERE tgrelid = ANY (SELECT oid FROM pg_class
+					  WHERE relnamespace = 'distlock'::regnamespace)
+ ORDER BY 1, 2;
+
+-- the sequences: types and bounds (a token or job id never wraps)
+SELECT seqrelid::regclass AS sequence, seqtypid::regtype AS type, seqstart,
+	   seqincrement, seqmax, seqmin, seqcache, seqcycle
+  FROM pg_sequence
+ WHERE seqrelid = ANY (SELECT oid FROM pg_class
+					   WHERE relnamespace = 'distlock'::regnamespace)
+ ORDER BY 1;
+
+-- every table and sequence holding user data is kept by pg_dump, whole
+SELECT d.dumped::regclass, d.condition
+  FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS d(dumped, condition)
+ WHERE e.extname = 'distlock' ORDER BY 1;
 
 -- PUBLIC has no privilege on any table or sequence; it may read the views
 -- that show each role only its own rows

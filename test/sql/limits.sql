@@ -16,6 +16,15 @@ SELECT attempt('distlock.set_limit(''rows'', 5)');
 SELECT attempt('distlock.set_limit(''payload'', 100)');
 SELECT attempt('distlock.set_limit(''sessions'', -1, ''lim_app'')');
 SELECT attempt('distlock.set_limit(NULL, 5)');
+-- the bounds themselves are accepted: no sessions at all, a 1 kB payload
+BEGIN;
+SELECT distlock.set_limit('sessions', 0, 'lim_other'),
+	   distlock.set_limit('payload', 1024, 'lim_other');
+SET LOCAL ROLE lim_other;
+SELECT attempt('distlock.session_open(''1 hour'')');
+SELECT attempt(format('distlock.enqueue(''lim'', %L)',
+					  jsonb_build_object('x', repeat('x', 1100))));
+ROLLBACK;
 SELECT distlock.set_limit('sessions', 2, 'lim_app');
 SELECT distlock.set_limit('throttles', 1, 'lim_app');
 SELECT distlock.set_limit('payload', 2048, 'lim_app');
