@@ -328,7 +328,10 @@ update_open(Relation rel, const AttrNumber *updated, int nupdated,
 		/*
 		 * An index left invalid (a failed CREATE INDEX CONCURRENTLY) would
 		 * give our index scans wrong answers, and a deferred unique check
-		 * would be ours to make: let the executor deal with either.
+		 * would be ours to make: let the executor deal with either.  (A
+		 * deferrable constraint's recheck trigger sends the call to the
+		 * SQL path before this; the test stands for an index marked
+		 * deferred without one.)
 		 */
 		if (!index->indisvalid || !index->indimmediate)
 		{
