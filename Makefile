@@ -97,7 +97,8 @@ ISOLATION = \
 	ack_after_update \
 	claim_position_multi \
 	fence_recheck \
-	token_floor
+	token_floor \
+	snapshot_heartbeat
 
 REGRESS_OPTS = --inputdir=test
 ISOLATION_OPTS = --inputdir=test

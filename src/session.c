@@ -47,7 +47,9 @@
  * is true.  At REPEATABLE READ and SERIALIZABLE a session acting for itself
  * also locks its row FOR KEY SHARE, which fails with 40001 if the row was
  * closed or reaped since the transaction's snapshot; FOR KEY SHARE does not
- * conflict with a heartbeat's FOR NO KEY UPDATE.
+ * conflict with a heartbeat's FOR NO KEY UPDATE.  The session is still
+ * judged on its row as last committed: the version that lock returns is
+ * the snapshot's, older than the heartbeats made since.
  *
  * Reaping never waits: it skips a session in use, a session whose row
  * somebody holds, and a session one of whose running jobs somebody holds
@@ -105,8 +107,7 @@ static DistlockStmt insert_stmt = {
 #define SESSION_COL_TTL			3
 
 static DistlockStmt lock_key_share_stmt = {
-	"SELECT expires_at, created_by FROM distlock.sessions WHERE id = $1"
-	" FOR KEY SHARE",
+	"SELECT FROM distlock.sessions WHERE id = $1 FOR KEY SHARE",
 	1, {UUIDOID}
 };
 
@@ -431,6 +432,7 @@ session_acting_state(DistlockCall *call, Datum session_id,
 {
 	SessionState state;
 	Oid			creator;
+	bool		found;
 
 	if (!session_lock(session_id, SESSION_TAG_USE, ShareLock, true))
 	{
@@ -451,21 +453,21 @@ session_acting_state(DistlockCall *call, Datum session_id,
 	if (IsolationUsesXactSnapshot())
 	{
 		Datum		values[1] = {session_id};
-		bool		isnull;
 
-		if (dl_exec(&lock_key_share_stmt, values, NULL, 1) == 0)
-			state = SESSION_MISSING;
-		else
-		{
-			*expires = dl_beat_effective(session_id,
-										 DatumGetTimestampTz(dl_getattr(0, SESSION_COL_EXPIRES,
-																		&isnull)));
-			state = session_judge(call, session_id, *expires,
-								  DatumGetObjectId(dl_getattr(0, SESSION_COL_CREATOR,
-															  &isnull)));
-		}
+		/*
+		 * The row lock only tells whether the row is still there: the
+		 * version it locks, and the expires_at it returns, are the
+		 * snapshot's, which heartbeats from other connections may have
+		 * moved on since.  The session is judged on the row as last
+		 * committed, as at READ COMMITTED.
+		 */
+		found = dl_exec(&lock_key_share_stmt, values, NULL, 1) > 0 &&
+			session_read(session_id, expires, &creator, NULL);
 	}
-	else if (!session_read(session_id, expires, &creator, others_expired))
+	else
+		found = session_read(session_id, expires, &creator, others_expired);
+
+	if (!found)
 		state = SESSION_MISSING;
 	else
 	{
