@@ -55,6 +55,7 @@
 #include "access/sysattr.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
@@ -483,6 +484,26 @@ jobs_xmax(TupleTableSlot *slot, TransactionId *xmax)
 }
 
 /*
+ * The transaction that updated or deleted the version in slot, from its
+ * xmax (a multixact's updating member), or InvalidTransactionId if only
+ * lockers, or nobody, set it.
+ */
+static TransactionId
+jobs_updater(TupleTableSlot *slot)
+{
+	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
+	HeapTupleHeader tup = bslot->base.tuple->t_data;
+	TransactionId updater = InvalidTransactionId;
+
+	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
+	if (!(tup->t_infomask & HEAP_XMAX_INVALID) &&
+		!HEAP_XMAX_IS_LOCKED_ONLY(tup->t_infomask))
+		updater = HeapTupleHeaderGetUpdateXid(tup);
+	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+	return updater;
+}
+
+/*
  * Lock the version in jt->old FOR UPDATE, unless another transaction holds
  * or is changing it or it is no longer the latest version, in which case
  * return at once (SKIP LOCKED's rule; see the header comment): DL_LOCKED,
@@ -529,9 +550,15 @@ dl_jobs_lock_or_skip(JobsTable *jt, Snapshot snapshot)
 	if (result != TM_WouldBlock)
 		return DL_LOCK_CHANGED;
 
-	/* in the way: an updater, or lockers only? */
-	infomask = jobs_xmax(jt->old, &xmax);
-	if (!(infomask & HEAP_XMAX_INVALID) && !HEAP_XMAX_IS_LOCKED_ONLY(infomask))
+	/*
+	 * In the way: an updater, or lockers only?  An updater that rolled back
+	 * counts as none: inside a multixact with lockers still running it stays
+	 * in the header, and it may have rolled back (lowering the position)
+	 * before this claim read the position's generation.
+	 */
+	xmax = jobs_updater(jt->old);
+	if (TransactionIdIsValid(xmax) &&
+		(TransactionIdIsInProgress(xmax) || TransactionIdDidCommit(xmax)))
 		return DL_LOCK_CHANGED;
 	return DL_LOCK_HELD;
 }
