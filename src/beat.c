@@ -653,9 +653,14 @@ dl_beat_write(Datum id, TimestampTz row_expires, TimestampTz promise,
 /*
  * Up to max ids of this database's sessions whose promise has passed at
  * now while their rows say later: reap() finds the others by the rows'
- * expires_at.  Resets the due bound to what is left.  (The bound only
- * tells claims when to reap in passing; the background worker reaps
- * every database anyway.)
+ * expires_at.  Resets the due bound to what is left, of every database
+ * that shares it: the bound tells claims when to reap in passing, and
+ * another database's may have no background worker reaping it (not in
+ * distlock.maintenance_databases, or not preloaded).  A promise of another
+ * database that has passed keeps the bound due here, so that this
+ * database's claims look for expired sessions in vain, until that
+ * database reaps or the row passes too (at most
+ * distlock.heartbeat_persist_ahead).
  */
 int
 dl_beat_expired(TimestampTz now, pg_uuid_t *ids, int max)
@@ -678,14 +683,14 @@ dl_beat_expired(TimestampTz now, pg_uuid_t *ids, int max)
 
 			/*
 			 * Only what the walk through the rows' expires_at cannot find:
-			 * of this database (another's sharing the bound is lost from
-			 * it, until its own reap), not deleted, row still ahead.
+			 * not deleted, row still ahead.
 			 */
-			if (e->dbid != MyDatabaseId || e->gone ||
+			if (e->dbid == InvalidOid ||
+				BEAT_DUE(e->dbid) != BEAT_DUE(MyDatabaseId) || e->gone ||
 				e->live >= e->persisted || e->persisted <= now)
 				continue;
 			due = Min(due, e->live);
-			if (e->live <= now && n < max)
+			if (e->dbid == MyDatabaseId && e->live <= now && n < max)
 				ids[n++] = e->id;
 		}
 		SpinLockRelease(&set->mutex);

@@ -6,7 +6,9 @@
 # With distlock preloaded: after a session's first beat (which writes its
 # row ahead), 200 beats leave no row version and no WAL record on
 # distlock.sessions; with distlock.heartbeat_persist_ahead = 0 every beat
-# writes.  Then crashes (immediate shutdown, crash recovery at the next
+# writes.  A reap in another database that shares the bound of sessions
+# expired in shared memory leaves this database's expired session to its
+# claims, which reap it in passing.  Then crashes (immediate shutdown, crash recovery at the next
 # start): a session beaten just before keeps at least its last promise and
 # at most the margin more, and the next beat makes the promise exact again;
 # so does one beaten for longer than that margin.
@@ -65,6 +67,34 @@ check "and the row says the promise exactly" \
 					  FROM distlock.sessions s JOIN distlock.live_sessions v USING (id)")" t
 psql -c "ALTER SYSTEM RESET distlock.heartbeat_persist_ahead" -c "SELECT pg_reload_conf()" >/dev/null
 sleep 0.2
+
+# Two databases whose OIDs agree modulo 16 share the bound that tells
+# claims a session has expired in shared memory (beat.c).  A reap in one
+# must leave the other's expiry in it: here nothing else reaps (the worker
+# is off), so the other database's claims are all that hand the expired
+# session's job back.
+declare -A by_residue
+d1= d2=
+for i in $(seq 0 16); do
+	psql -q -c "CREATE DATABASE beat_db$i"
+	oid=$(psql -At -c "SELECT oid::bigint % 16 FROM pg_database WHERE datname = 'beat_db$i'")
+	if [ -n "${by_residue[$oid]:-}" ]; then
+		d1=${by_residue[$oid]} d2=beat_db$i
+		break
+	fi
+	by_residue[$oid]=beat_db$i
+done
+for d in $d1 $d2; do psql -q -d "$d" -c "CREATE EXTENSION distlock"; done
+read -r dead live < <(psql -d "$d2" -At -F' ' -c "SELECT distlock.session_open('1 second', 'dead'),
+														distlock.session_open('1 hour', 'live')")
+psql -d "$d2" -At -c "SELECT distlock.heartbeat('$dead')" \
+	-c "SELECT distlock.enqueue('q')" -c "SELECT count(*) FROM distlock.claim('q', '$dead')" >/dev/null
+sleep 1.5	# its promise has passed, its row (written 3 ttls ahead) has not
+psql -d "$d1" -At -c "SELECT distlock.reap()" >/dev/null
+check "a reap in a database sharing the bound leaves another's expired session to its claims: they hand its job back" \
+	"$(psql -d "$d2" -At -c "SELECT count(*) FROM distlock.claim('q', '$live')" \
+		-c "SELECT count(*) FROM distlock.sessions WHERE id = '$dead'" | tr '\n' ' ')" "1 0 "
+for i in $(seq 0 16); do psql -q -c "DROP DATABASE IF EXISTS beat_db$i"; done
 
 # A crash after beats kept in shared memory: the session lives on its row,
 # at least until its last promise and at most 3 ttls (the margin) after.
