@@ -179,10 +179,15 @@ dl_wake_available(void)
 {
 	if (!wait_attach_tried)
 	{
-		wait_attach_tried = true;
+		/*
+		 * An attach that fails raises, and the next call tries again: a
+		 * backend that gave up would wake nobody for the rest of its life,
+		 * while the waiters, attached, do not poll.
+		 */
 		dl_attach_named_segment((void **) &wait_shared, "distlock waiters",
 								wait_shared_size(wait_nslots()),
 								wait_shared_init);
+		wait_attach_tried = true;
 		if (wait_shared != NULL)
 		{
 			LWLockRegisterTranche(wait_shared->tranche, "distlock");
