@@ -40,7 +40,9 @@
  * waiter of a queue may take every job of it: grants.c.)  One that was not
  * woken (it looked at a due time) and took as many jobs as it asked for
  * wakes the next (there may be more), who hands nothing on if it finds
- * none.  A wake-up is handed only to a waiter that came later, so it never
+ * none.  One that found a job due later (and may be the only one that
+ * knows) wakes the next when it stops waiting, however it stops, and that
+ * one looks and learns of it.  A wake-up is handed only to a waiter that came later, so it never
  * goes round in circles.  So one job wakes one waiter, not the herd.  What
  * no note covers (a transaction committed with PREPARE TRANSACTION, whose
  * COMMIT PREPARED may run in another backend) is found at the waiter's
@@ -112,6 +114,7 @@ int			dl_wait_poll_interval = 20;
 
 static WaitShared *wait_shared = NULL;
 static bool wait_taken = false;	/* a wake-up taken, its look not done */
+static bool wait_knew_due = false;	/* a job due later known, perhaps alone */
 static bool wait_attach_tried = false;
 static bool wait_callbacks_registered = false;
 static List *wait_pending = NIL;	/* of PendingWake, in TopTransactionContext */
@@ -329,6 +332,19 @@ dl_wait_pass_on(void)
 	LWLockRelease(&wait_shared->lock);
 }
 
+/*
+ * Whether this waiter, at its last look, found a job of its key that
+ * becomes due later.  It may be the only one that knows (a transaction
+ * wakes one waiter per job it made available, however far off it is due):
+ * when it stops waiting, however it stops, it wakes the next, who looks
+ * and learns of that job in turn.
+ */
+void
+dl_wait_knew_due(bool knew)
+{
+	wait_knew_due = knew;
+}
+
 /* Whether a wake-up has come that this backend has not taken. */
 static bool
 wait_woken(void)
@@ -345,13 +361,16 @@ wait_woken(void)
 
 /*
  * Stop waiting.  A wake-up this backend has not taken goes to the next
- * waiter.  Safe to call when not waiting.
+ * waiter, and so does what it knew of a job due later.  Safe to call when
+ * not waiting.
  */
 void
 dl_wait_end(void)
 {
 	WaitSlot   *slot;
+	bool		knew_due = wait_knew_due;
 
+	wait_knew_due = false;
 	if (wait_shared == NULL)
 		return;
 	slot = wait_my_slot();
@@ -361,7 +380,7 @@ dl_wait_end(void)
 	if (slot->kind == DL_WAIT_LEASE)
 		/* the next in line may be first now */
 		wake_oldest(slot->kind, slot->key, slot->dbid, 1, slot->ticket);
-	else if (slot->woken || wait_taken)
+	else if (slot->woken || wait_taken || knew_due)
 		wake_oldest(slot->kind, slot->key, slot->dbid, 1, slot->ticket);
 	slot->ticket = 0;
 	slot->woken = false;

@@ -429,6 +429,30 @@ if WOKEN:
               (first.error, ids(second.result), second.ended - free < 2.5),
               ("57014", [job], True))
 
+# A job due later wakes one waiter, which looks, learns when it is due and
+# sleeps until then: it alone knows.  Cancelled before that, it hands on
+# what it knew; the next waiter looks, and takes the job once it is due,
+# not when its own sleep ends (its wait, or its session's heartbeat at half
+# the ttl: 30 s here; 5 s after its last look when nobody reaps in the
+# background).
+if WOKEN:
+    first = claim_wait("due-cancelled", sid, "30 s")
+    until_waiting([first])
+    time.sleep(0.2)
+    second = claim_wait("due-cancelled", sid, "30 s")
+    until_waiting([second])
+    job = enqueue("due-cancelled", "1.5 s")
+    due = time.monotonic() + 1.5
+    time.sleep(0.3)
+    until_waiting([first])
+    admin.execute("SELECT pg_cancel_backend(%s)", (first.pid,))
+    first.join()
+    second.join()
+    check("a waiter that alone knew when a job is due, cancelled, hands that"
+          " on: the next takes the job when it is due (within 1.5 s of it)",
+          (first.error, ids(second.result), second.ended - due < 1.5),
+          ("57014", [job], True))
+
 # A session reaped: its job goes back to the queue and wakes a waiter.
 short = session("1 s")
 job = enqueue("reaped")
