@@ -985,10 +985,11 @@ distlock_heartbeat(PG_FUNCTION_ARGS)
 		{
 			/*
 			 * An expired session stays dead: say so without waiting for a
-			 * row lock that a reaper may hold until its transaction ends.
+			 * row lock that a reaper may hold until its transaction ends
+			 * (the beat lock held meanwhile would make contenders count
+			 * the session live), at every isolation level.
 			 */
-			if (!IsolationUsesXactSnapshot())
-				live = session_state_now(values[0], NULL, NULL) == SESSION_LIVE;
+			live = session_state_now(values[0], NULL, NULL) == SESSION_LIVE;
 			if (live)
 				live = session_lock_state(&lock_heartbeat_stmt, values[0],
 										  &call) == SESSION_LIVE;
