@@ -139,7 +139,8 @@ dl_init_update_range_table(EState *estate, RangeTblEntry *rte,
  * new version's library was installed loads it while older backends keep
  * the old one: the size is part of the registry's name, so that a library
  * whose layout differs gets a segment of its own instead of reading
- * another's as its own.
+ * another's as its own.  A change of layout that keeps a region's size
+ * must change its name too.
  */
 #if PG_VERSION_NUM >= 170000
 #define dl_my_procno()	((int) MyProcNumber)
