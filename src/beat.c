@@ -84,6 +84,7 @@ PG_FUNCTION_INFO_V1(distlock_session_expiry);
 #define BEAT_WAYS	4
 #define BEAT_DUE_SLOTS	16
 #define BEAT_DUE(dbid)	(&beats->due[(dbid) % BEAT_DUE_SLOTS])
+#define BEAT_OTHERS_BACKOFF	USECS_PER_SEC	/* see dl_beat_expired() */
 
 typedef struct BeatEntry
 {
@@ -657,10 +658,11 @@ dl_beat_write(Datum id, TimestampTz row_expires, TimestampTz promise,
  * that shares it: the bound tells claims when to reap in passing, and
  * another database's may have no background worker reaping it (not in
  * distlock.maintenance_databases, or not preloaded).  A promise of another
- * database that has passed keeps the bound due here, so that this
- * database's claims look for expired sessions in vain, until that
- * database reaps or the row passes too (at most
- * distlock.heartbeat_persist_ahead).
+ * database that has passed makes the bound due again here only
+ * BEAT_OTHERS_BACKOFF later: this database's claims then look for expired
+ * sessions in vain, once per backoff, until that database reaps or the row
+ * passes too (at most distlock.heartbeat_persist_ahead), and that
+ * database's claims reap it in passing at most that much late.
  */
 int
 dl_beat_expired(TimestampTz now, pg_uuid_t *ids, int max)
@@ -689,9 +691,14 @@ dl_beat_expired(TimestampTz now, pg_uuid_t *ids, int max)
 				BEAT_DUE(e->dbid) != BEAT_DUE(MyDatabaseId) || e->gone ||
 				e->live >= e->persisted || e->persisted <= now)
 				continue;
-			due = Min(due, e->live);
-			if (e->dbid == MyDatabaseId && e->live <= now && n < max)
-				ids[n++] = e->id;
+			if (e->dbid == MyDatabaseId)
+			{
+				due = Min(due, e->live);
+				if (e->live <= now && n < max)
+					ids[n++] = e->id;
+			}
+			else
+				due = Min(due, Max(e->live, now + BEAT_OTHERS_BACKOFF));
 		}
 		SpinLockRelease(&set->mutex);
 	}

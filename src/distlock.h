@@ -455,7 +455,7 @@ extern bool dl_wait_take_wakeup(void);
 extern void dl_wait_looked(void);
 extern bool dl_wait_first(void);
 extern void dl_wait_pass_on(void);
-extern void dl_wait_knew_due(bool knew);
+extern void dl_wait_knew_due(TimestampTz due);
 extern void dl_wait_end(void);
 extern void dl_wait_sleep(TimestampTz until);
 extern void dl_wake_at_end(DistlockWaitKind kind, Oid owner, Datum name,

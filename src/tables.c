@@ -492,15 +492,17 @@ static TransactionId
 jobs_updater(TupleTableSlot *slot)
 {
 	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
-	HeapTupleHeader tup = bslot->base.tuple->t_data;
-	TransactionId updater = InvalidTransactionId;
+	HeapTupleHeaderData copy;
 
+	Assert(TTS_IS_BUFFERTUPLE(slot) && !TTS_SHOULDFREE(slot));
+	/* judged on a copy: hint bits may change under a share lock */
 	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
-	if (!(tup->t_infomask & HEAP_XMAX_INVALID) &&
-		!HEAP_XMAX_IS_LOCKED_ONLY(tup->t_infomask))
-		updater = HeapTupleHeaderGetUpdateXid(tup);
+	memcpy(&copy, bslot->base.tuple->t_data, SizeofHeapTupleHeader);
 	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
-	return updater;
+	if ((copy.t_infomask & HEAP_XMAX_INVALID) ||
+		HEAP_XMAX_IS_LOCKED_ONLY(copy.t_infomask))
+		return InvalidTransactionId;
+	return HeapTupleHeaderGetUpdateXid(&copy);
 }
 
 /*

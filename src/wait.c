@@ -460,7 +460,6 @@ wait_for_jobs(Oid owner, text *queue, const Datum *job_id, Datum session_id,
 	Datum	   *args = first_values;
 	const char *nulls = first_nulls;
 	bool		waiting = false;
-	bool		knew_due = false;
 
 	for (;;)
 	{
@@ -484,10 +483,10 @@ wait_for_jobs(Oid owner, text *queue, const Datum *job_id, Datum session_id,
 			 * More jobs may be there for the next in line, if this look was
 			 * not woken for them (a committing transaction wakes as many
 			 * waiters as it made jobs available), but came at a due time.
-			 * (One that knew of a job due later wakes the next anyway, as
-			 * it stops waiting: dl_wait_knew_due().)
+			 * (What it knew of a job due later is handed on as it stops
+			 * waiting: dl_wait_knew_due().)
 			 */
-			if (waiting && !woken && n == max_jobs && !knew_due)
+			if (waiting && !woken && n == max_jobs)
 				dl_wait_pass_on();
 			break;
 		}
@@ -529,8 +528,7 @@ wait_for_jobs(Oid owner, text *queue, const Datum *job_id, Datum session_id,
 		{
 			TimestampTz due = wait_next_due(owner, queue, looked_at);
 
-			knew_due = due != 0;
-			dl_wait_knew_due(knew_due);
+			dl_wait_knew_due(due);
 			until = due != 0 && due < deadline ? due : deadline;
 		}
 		/* nobody reaps in the background: look now and then */

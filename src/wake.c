@@ -41,8 +41,9 @@
  * woken (it looked at a due time) and took as many jobs as it asked for
  * wakes the next (there may be more), who hands nothing on if it finds
  * none.  One that found a job due later (and may be the only one that
- * knows) wakes the next when it stops waiting, however it stops, and that
- * one looks and learns of it.  A wake-up is handed only to a waiter that came later, so it never
+ * knows) wakes the next when it stops waiting, however it stops, unless
+ * another waiter knows of one due as soon; that one looks and learns of it.
+ * A wake-up is handed only to a waiter that came later, so it never
  * goes round in circles.  So one job wakes one waiter, not the herd.  What
  * no note covers (a transaction committed with PREPARE TRANSACTION, whose
  * COMMIT PREPARED may run in another backend) is found at the waiter's
@@ -88,6 +89,8 @@ typedef struct WaitSlot
 	uint64		key;
 	uint64		session_key;	/* lease waiters: key of the holder's session */
 	bool		woken;			/* woken, and has not looked since */
+	TimestampTz known_due;		/* queue waiters: when the job due next that
+								 * its last look found becomes due, or 0 */
 } WaitSlot;
 
 typedef struct WaitShared
@@ -114,7 +117,6 @@ int			dl_wait_poll_interval = 20;
 
 static WaitShared *wait_shared = NULL;
 static bool wait_taken = false;	/* a wake-up taken, its look not done */
-static bool wait_knew_due = false;	/* a job due later known, perhaps alone */
 static bool wait_attach_tried = false;
 static bool wait_callbacks_registered = false;
 static List *wait_pending = NIL;	/* of PendingWake, in TopTransactionContext */
@@ -239,6 +241,7 @@ dl_wait_begin(DistlockWaitKind kind, uint64 key)
 	slot->key = key;
 	slot->session_key = 0;
 	slot->woken = false;
+	slot->known_due = 0;
 	LWLockRelease(&wait_shared->lock);
 }
 
@@ -333,16 +336,39 @@ dl_wait_pass_on(void)
 }
 
 /*
- * Whether this waiter, at its last look, found a job of its key that
- * becomes due later.  It may be the only one that knows (a transaction
- * wakes one waiter per job it made available, however far off it is due):
- * when it stops waiting, however it stops, it wakes the next, who looks
- * and learns of that job in turn.
+ * When the job due next that this waiter's last look found becomes due (0:
+ * none).  It may be the only one that knows (a transaction wakes one
+ * waiter per job it made available, however far off it is due): when it
+ * stops waiting, however it stops, it wakes the next, who looks and learns
+ * of that job in turn, unless another waiter knows of one due as soon.
  */
 void
-dl_wait_knew_due(bool knew)
+dl_wait_knew_due(TimestampTz due)
 {
-	wait_knew_due = knew;
+	if (wait_shared == NULL || wait_my_slot()->ticket == 0)
+		return;
+	LWLockAcquire(&wait_shared->lock, LW_EXCLUSIVE);
+	wait_my_slot()->known_due = due;
+	LWLockRelease(&wait_shared->lock);
+}
+
+/*
+ * Whether a waiter of slot's key other than slot knows of a job due no
+ * later than the one slot knows of.  Caller holds the lock.
+ */
+static bool
+wait_due_known_elsewhere(const WaitSlot *slot)
+{
+	for (int i = 0; i < wait_shared->nslots; i++)
+	{
+		const WaitSlot *s = &wait_shared->slots[i];
+
+		if (s != slot && s->ticket != 0 && s->kind == slot->kind &&
+			s->key == slot->key && s->dbid == slot->dbid &&
+			s->known_due != 0 && s->known_due <= slot->known_due)
+			return true;
+	}
+	return false;
 }
 
 /* Whether a wake-up has come that this backend has not taken. */
@@ -368,9 +394,7 @@ void
 dl_wait_end(void)
 {
 	WaitSlot   *slot;
-	bool		knew_due = wait_knew_due;
 
-	wait_knew_due = false;
 	if (wait_shared == NULL)
 		return;
 	slot = wait_my_slot();
@@ -380,9 +404,18 @@ dl_wait_end(void)
 	if (slot->kind == DL_WAIT_LEASE)
 		/* the next in line may be first now */
 		wake_oldest(slot->kind, slot->key, slot->dbid, 1, slot->ticket);
-	else if (slot->woken || wait_taken || knew_due)
-		wake_oldest(slot->kind, slot->key, slot->dbid, 1, slot->ticket);
+	else
+	{
+		/* each for its own job: the one woken for, the one due later */
+		int			n = (slot->woken || wait_taken) ? 1 : 0;
+
+		if (slot->known_due != 0 && !wait_due_known_elsewhere(slot))
+			n++;
+		if (n > 0)
+			wake_oldest(slot->kind, slot->key, slot->dbid, n, slot->ticket);
+	}
 	slot->ticket = 0;
+	slot->known_due = 0;
 	slot->woken = false;
 	wait_taken = false;
 	LWLockRelease(&wait_shared->lock);

@@ -70,9 +70,9 @@ sleep 0.2
 
 # Two databases whose OIDs agree modulo 16 share the bound that tells
 # claims a session has expired in shared memory (beat.c).  A reap in one
-# must leave the other's expiry in it: here nothing else reaps (the worker
-# is off), so the other database's claims are all that hand the expired
-# session's job back.
+# must leave the other's expiry in it (at most a second later): here
+# nothing else reaps (the worker is off), so the other database's claims
+# are all that hand the expired session's job back.
 declare -A by_residue
 d1= d2=
 for i in $(seq 0 16); do
@@ -91,6 +91,7 @@ psql -d "$d2" -At -c "SELECT distlock.heartbeat('$dead')" \
 	-c "SELECT distlock.enqueue('q')" -c "SELECT count(*) FROM distlock.claim('q', '$dead')" >/dev/null
 sleep 1.5	# its promise has passed, its row (written 3 ttls ahead) has not
 psql -d "$d1" -At -c "SELECT distlock.reap()" >/dev/null
+sleep 1.2	# the reap puts another database's passed promise 1 s off
 check "a reap in a database sharing the bound leaves another's expired session to its claims: they hand its job back" \
 	"$(psql -d "$d2" -At -c "SELECT count(*) FROM distlock.claim('q', '$live')" \
 		-c "SELECT count(*) FROM distlock.sessions WHERE id = '$dead'" | tr '\n' ' ')" "1 0 "

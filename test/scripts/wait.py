@@ -453,6 +453,56 @@ if WOKEN:
           (first.error, ids(second.result), second.ended - due < 1.5),
           ("57014", [job], True))
 
+# Two things to hand on, one waiter each: the first waiter, which alone
+# knows when a job is due, is woken for another job and fails in its look
+# (its session was closed meanwhile).  The next two take the job it was
+# woken for and, once it is due, the one it knew of.
+if WOKEN:
+    gone = session()
+    calls = [claim_wait("due-two-reasons", s, "30 s") for s in (gone, sid, sid)]
+    for c in calls:
+        until_waiting([c])
+        time.sleep(0.2)
+    later = enqueue("due-two-reasons", "2 s")
+    due = time.monotonic() + 2
+    time.sleep(0.3)
+    until_waiting([calls[0]])
+    one("SELECT distlock.session_close(%s)", gone)
+    now_job = enqueue("due-two-reasons")
+    for c in calls:
+        c.join()
+    check("a waiter woken for one job that also knew when another is due"
+          " hands on both: the next two take them (the later within 1.5 s"
+          " of its due time)",
+          (calls[0].error, sorted(ids(calls[1].result) + ids(calls[2].result)),
+           max(calls[1].ended, calls[2].ended) - due < 1.5),
+          ("42704", sorted([later, now_job]), True))
+
+# What a waiter knew of a job due later is not handed on when another
+# waiter knows of it too: the first waiter (which the later job's enqueue
+# woke) takes a job due now and leaves; the waiter that came after the
+# later job knows of it, so the one in between, which does not, is not
+# woken, and the one that knows takes the later job when it is due.
+if WOKEN:
+    first = claim_wait("due-known", sid, "30 s")
+    until_waiting([first])
+    time.sleep(0.2)
+    between = claim_wait("due-known", sid, "6 s", debug=True)
+    until_waiting([between])
+    later = enqueue("due-known", "3 s")
+    time.sleep(0.3)
+    until_waiting([first])
+    knowing = claim_wait("due-known", sid, "30 s")
+    until_waiting([knowing])
+    now_job = enqueue("due-known")
+    for c in (first, between, knowing):
+        c.join()
+    check("a waiter that leaves wakes nobody for a job due later that another"
+          " waiter knows of",
+          (ids(first.result), ids(between.result), between.woken,
+           ids(knowing.result)),
+          ([now_job], [], 0, [later]))
+
 # A session reaped: its job goes back to the queue and wakes a waiter.
 short = session("1 s")
 job = enqueue("reaped")
