@@ -36,7 +36,10 @@
  *
  *	- a job another transaction holds with a row lock only (SELECT ... FOR
  *	  UPDATE): it may let go of it, pending as it was, and nothing notes
- *	  that;
+ *	  that.  So does a job whose change rolled back while a locker kept the
+ *	  version's multixact: that abort may have lowered the position before
+ *	  the claim read it (tables.c counts an updater only while it runs or
+ *	  once it has committed);
  *	- a job not yet due (it becomes claimable without any commit; every
  *	  later entry of the group is later still, so the walk ends there),
  *
