@@ -98,7 +98,9 @@ ISOLATION = \
 	claim_position_multi \
 	fence_recheck \
 	token_floor \
-	snapshot_heartbeat
+	snapshot_heartbeat \
+	foreign_reap \
+	drop_owned_live
 
 REGRESS_OPTS = --inputdir=test
 ISOLATION_OPTS = --inputdir=test

@@ -80,7 +80,12 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'distlock_maintain'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 COMMENT ON FUNCTION distlock.maintain(boolean) IS
-	'reap expired sessions, and delete up to 1000 finished jobs and (with prune_locks) 1000 free lock rows past their retention; returns the numbers';
+	'reap up to 1000 expired sessions, and delete up to 1000 finished jobs and (with prune_locks) 1000 free lock rows past their retention; returns the numbers';
+
+-- reap() and the reaping claims do in passing take only the sessions of
+-- roles whose privileges the caller has (src/session.c, session_reaper()).
+COMMENT ON FUNCTION distlock.reap() IS
+	'delete the expired sessions of roles whose privileges the caller has (an administrator: of every role) and return their running jobs to pending; returns the number reaped';
 
 --
 -- Fencing tokens across failover (src/token.c).  A token is
@@ -148,31 +153,28 @@ COMMENT ON FUNCTION distlock.throttle_status(text, regrole) IS
 	'permits owner''s (default: the current role''s) throttle has now and the time until its next one, judged with the every and burst of its last grant';
 
 --
--- The extension's owner (a database owner who installed the trusted
--- extension) can back it up and restore it without being a superuser:
--- pg_dump reads every table and counter, and pg_restore adds rows and sets
--- the counters (so fencing tokens and job ids go on from where they were).
--- Nothing more: the owner cannot update, delete or truncate rows, and owns
--- nothing, so no trigger of its own runs inside distlock's calls.  It can
--- already act for every role through the functions.
+-- The database's owner and the role that ran this script (a database
+-- owner who installed the trusted extension, or who updated it) can back
+-- distlock up and restore it without being a superuser: pg_dump reads
+-- every table and counter, and pg_restore adds rows and sets the counters
+-- (so fencing tokens and job ids go on from where they were).  Nothing
+-- more: they cannot update, delete or truncate rows, and own nothing, so
+-- no trigger of theirs runs inside distlock's calls.  They can already act
+-- for every role through the functions (src/access.c).
+--
+-- The database's owner is named as pg_database_owner, which core makes
+-- whoever owns the database now: a superuser who runs ALTER EXTENSION
+-- UPDATE, or installs distlock, and a new owner after ALTER DATABASE ...
+-- OWNER TO, leave the owner with what it needs.  Any role with CREATE on
+-- the database may install a trusted extension: the database's owner
+-- administers it all the same, and gets USAGE on the schema with the right
+-- to grant it, as the extension's owner does.
 --
 GRANT SELECT, INSERT ON distlock.locks, distlock.sessions, distlock.jobs,
-	distlock.throttles, distlock.token_epoch TO @extowner@;
-GRANT SELECT, UPDATE ON distlock.token_seq, distlock.jobs_id_seq TO @extowner@;
-
---
--- The database's owner administers distlock whoever installed it (any role
--- with CREATE on the database may install a trusted extension): it may act
--- for every role (src/access.c), and gets USAGE on the schema, with the
--- right to grant it, as the extension's owner does.
---
-DO $$
-BEGIN
-	EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA distlock TO %I WITH GRANT OPTION',
-		(SELECT pg_catalog.pg_get_userbyid(d.datdba) FROM pg_catalog.pg_database d
-		  WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()));
-END
-$$;
+	distlock.throttles, distlock.token_epoch TO @extowner@, pg_database_owner;
+GRANT SELECT, UPDATE ON distlock.token_seq, distlock.jobs_id_seq
+	TO @extowner@, pg_database_owner;
+GRANT USAGE ON SCHEMA distlock TO pg_database_owner WITH GRANT OPTION;
 
 --
 -- A role's rows, for an administrator (src/admin.c): as REASSIGN OWNED and
@@ -238,7 +240,7 @@ CREATE UNIQUE INDEX limits_defaults_idx ON distlock.limits ((role IS NULL))
 SELECT pg_catalog.pg_extension_config_dump('distlock.limits', '');
 REVOKE ALL ON distlock.limits FROM PUBLIC;
 GRANT SELECT ON distlock.limits TO PUBLIC;
-GRANT SELECT, INSERT ON distlock.limits TO @extowner@;
+GRANT SELECT, INSERT ON distlock.limits TO @extowner@, pg_database_owner;
 
 -- session_open() counts the caller's sessions, a first grant its locks.
 CREATE INDEX sessions_created_by_idx ON distlock.sessions (created_by);
@@ -415,7 +417,7 @@ ALTER TABLE distlock.queue_grants REPLICA IDENTITY FULL;
 SELECT pg_catalog.pg_extension_config_dump('distlock.queue_grants', '');
 REVOKE ALL ON distlock.queue_grants FROM PUBLIC;
 GRANT SELECT ON distlock.queue_grants TO PUBLIC;
-GRANT SELECT, INSERT ON distlock.queue_grants TO @extowner@;
+GRANT SELECT, INSERT ON distlock.queue_grants TO @extowner@, pg_database_owner;
 
 DROP FUNCTION distlock.enqueue(text, jsonb, timestamptz, integer, integer, text);
 CREATE FUNCTION distlock.enqueue(queue text, payload jsonb DEFAULT '{}',
@@ -463,7 +465,7 @@ CREATE FUNCTION distlock.has_queue_privilege(role regrole, queue text,
 											 owner regrole DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'distlock_has_queue_privilege'
-LANGUAGE C STABLE CALLED ON NULL INPUT PARALLEL RESTRICTED;
+LANGUAGE C STABLE CALLED ON NULL INPUT PARALLEL UNSAFE;
 COMMENT ON FUNCTION distlock.has_queue_privilege(regrole, text, text, regrole) IS
 	'whether role may enqueue, claim or manage (any of a comma-separated list) in owner''s (default: the current role''s) queue';
 

@@ -18,9 +18,12 @@
  * own rows.
  *
  * Neither function waits for anybody: rows another transaction holds
- * (a lease being renewed, a job being acknowledged, a session with a call
- * in flight) are skipped, and counted only once done, so the caller sees
- * what is left and runs the function again.  A role's sessions end as
+ * (a lease being renewed, a job being acknowledged, a session being
+ * closed or heartbeated; and, to drop_owned(), a session with a call in
+ * flight) are skipped, and counted only once done, so the caller sees
+ * what is left and runs the function again.  A session reassigned while
+ * a call of it is in flight keeps that call's judgement; its next call is
+ * checked against the new role.  A role's sessions end as
  * session_close() ends them: their running jobs go back to pending (or
  * fail), their leases end with them.  Its leases are deleted, held or not
  * (their holders' renew then answers false, fence 55000), its jobs
@@ -263,6 +266,9 @@ distlock_reassign_owned(PG_FUNCTION_ARGS)
 		if (i == 2)
 			dl_wake_for_jobs_back();
 	}
+	/* an administrator may pass limits, which it sets */
+	if (values[0] != values[1] && !dl_is_admin(&call))
+		dl_limit_after_move(DatumGetObjectId(values[1]));
 	dl_leave(&call);
 
 	PG_RETURN_DATUM(admin_result(fcinfo, counts));

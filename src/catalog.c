@@ -182,6 +182,7 @@ catalog_fill(DistlockCatalog *c)
 	c->job_result = catalog_column(c->jobs, "result");
 	c->job_created_by = catalog_column(c->jobs, "created_by");
 	c->job_queue_owner = catalog_column(c->jobs, "queue_owner");
+	c->lock_name = catalog_column(c->locks, "name");
 	c->lock_owner = catalog_column(c->locks, "owner");
 	c->lock_session_id = catalog_column(c->locks, "session_id");
 	c->lock_token = catalog_column(c->locks, "token");

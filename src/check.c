@@ -110,7 +110,12 @@ check_interval_usecs(const Interval *span)
  * as expiries are computed (dl_add_interval()).  Parts that mix signs can
  * make the two disagree ('120000 months -3599999 days' is one day long by
  * the first rule and 143 years by the second), so each part alone must be
- * within the limit too, which also keeps the calendar sum in range.
+ * within the limit too, which also keeps the calendar sum in range; and
+ * months must not be of the other sign than days or time: '-12 months 366
+ * days' is 6 days long by the first rule and one by the second, and a
+ * session's heartbeats paced by the one would miss the expiry set by the
+ * other.  (Days and time may mix, '1 day -1 hour': the two rules differ
+ * by a DST change at most.)
  */
 Interval *
 dl_arg_interval(FunctionCallInfo fcinfo, int argno, const char *what,
@@ -133,6 +138,12 @@ dl_arg_interval(FunctionCallInfo fcinfo, int argno, const char *what,
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not exceed 366 days", what)));
+	if ((span->month > 0 && (span->day < 0 || span->time < 0)) ||
+		(span->month < 0 && (span->day > 0 || span->time > 0)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not mix months with days or time of the other sign",
+						what)));
 	now = GetCurrentTimestamp();
 	landing = (double) (dl_add_interval(now, span) - now);
 	if ((usecs < 0 || landing < 0) && allow_zero)

@@ -78,15 +78,17 @@
  * a contender judging S, since judging S never waits.
  * reap() takes a session row and then its job rows, skipping any that are
  * held, and never a lock row: a dead session's locks are free by
- * definition.  throttle() locks one throttle row and nothing else; it may
- * also refuse without locking anything, on the argument given in
- * throttle.c.
+ * definition.  throttle() locks one throttle row and, on a name's first
+ * use, its owner's limit lock (limits.c); it may also refuse without
+ * locking anything, on the argument given in throttle.c.
  *
  * Shortcuts, each argued where it is made: try_acquire()'s refusal of a
  * lock held by another owner, decided without any lock, and throttle()'s
  * refusal (throttle.c); a refusal without a lock answers as a locked
  * decision would have at the instant of the snapshot it read, which lies
- * inside the call, and is taken only at READ COMMITTED, where that is so.
+ * inside the call: try_acquire()'s is taken only at READ COMMITTED, where
+ * that is so, throttle()'s at every level, since no version committed
+ * after an older snapshot can have a permit where the one read had none.
  * try_acquire()'s grant of a released lock and release() of an unbound
  * lease are single UPDATEs whose condition is rechecked under the row lock
  * and cannot turn false as time passes, so no clock reading is needed after
@@ -196,6 +198,7 @@ typedef struct DistlockCatalog
 	AttrNumber	job_created_by;
 	AttrNumber	job_queue_owner;
 	/* attribute numbers of distlock.locks */
+	AttrNumber	lock_name;
 	AttrNumber	lock_owner;
 	AttrNumber	lock_session_id;
 	AttrNumber	lock_token;
@@ -229,7 +232,10 @@ typedef enum DistlockLimit
 /* Sizes up to this are never checked; no payload limit may be below it. */
 #define DISTLOCK_MIN_PAYLOAD		1024
 
+extern void dl_limit_lock(DistlockLimit which, Oid role);
 extern void dl_limit_count(DistlockLimit which, Oid role);
+extern void dl_limit_count_locks(Oid role, Datum name);
+extern void dl_limit_after_move(Oid role);
 extern void dl_limit_size(Datum value, const char *what, Oid role);
 
 /* advisory.c */
@@ -430,8 +436,9 @@ extern bool dl_session_expiry(Datum session_id, const LatestRead *as_of,
 							  TimestampTz *expires);
 extern bool dl_session_acting(DistlockCall *call, Datum session_id);
 extern bool dl_session_end_nowait(Datum session_id);
-extern int	dl_reap_expired(TimestampTz now, int limit);
-extern int	dl_reap_all(void);
+extern int	dl_reap_expired(DistlockCall *call, TimestampTz now, int limit);
+extern int	dl_reap_some(DistlockCall *call, int limit);
+extern int	dl_reap_all(DistlockCall *call);
 
 /* token.c */
 extern void dl_token_prepare(void);

@@ -189,8 +189,10 @@ dl_exec_latest(DistlockStmt *stmt, Datum *values, const char *nulls)
 
 /*
  * dl_exec_latest() of a read-only statement, without advancing the command
- * counter: it may run where commands cannot start (a function called in a
- * parallel query's leader).
+ * counter: for a STABLE function (has_queue_privilege()), which must not
+ * make its statement's later rows see what it did.  Not in a parallel
+ * query (its leader may not take a new snapshot): such functions are
+ * PARALLEL UNSAFE.
  */
 uint64
 dl_exec_latest_read(DistlockStmt *stmt, Datum *values, const char *nulls)

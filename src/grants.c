@@ -253,9 +253,18 @@ grants_change(FunctionCallInfo fcinfo, bool grant, const char *fname)
 	values[3] = BoolGetDatum((mask & DL_QUEUE_ENQUEUE) != 0);
 	values[4] = BoolGetDatum((mask & DL_QUEUE_CLAIM) != 0);
 	values[5] = BoolGetDatum((mask & DL_QUEUE_MANAGE) != 0);
-	/* a new grant is a row more of the owner's (limits.c) */
-	if (grant && dl_exec(&grant_exists_stmt, values, NULL, 1) == 0)
-		dl_limit_count(DL_LIMIT_GRANTS, owner);
+	/*
+	 * A new grant is a row more of the owner's (limits.c).  Whether it is
+	 * new is read under the limit's lock, so that a grant found to exist,
+	 * which a revoke in flight may yet delete and this grant then insert
+	 * again, is ordered against the role's other new grants all the same.
+	 */
+	if (grant)
+	{
+		dl_limit_lock(DL_LIMIT_GRANTS, owner);
+		if (dl_exec_latest(&grant_exists_stmt, values, NULL) == 0)
+			dl_limit_count(DL_LIMIT_GRANTS, owner);
+	}
 	dl_exec(grant ? &grant_stmt : &revoke_stmt, values, NULL, 0);
 	if (!grant)
 		dl_exec(&revoke_empty_stmt, values, NULL, 0);

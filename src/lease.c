@@ -496,7 +496,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		if (!lease_read(name, &row))
 		{
 			/* first grant ever; lose a race and we read the winner's row */
-			dl_limit_count(DL_LIMIT_LOCKS, call.caller);
+			dl_limit_count_locks(call.caller, PointerGetDatum(name));
 			now = lease_grant_now(has_session, &session_expires, values[2]);
 			values[3] = TimestampTzGetDatum(now);
 			lease_expiry(ttl, now, &values[4], &nulls[4]);

@@ -24,7 +24,11 @@
  * is exact, and a role's open transaction can only ever hold up that same
  * role's creations, never another role's.  The count is of committed rows
  * and the transaction's own, read as latest committed once the lock is
- * granted.  Sizes are checked for values over DISTLOCK_MIN_PAYLOAD bytes
+ * granted.  What the lock was waited for may have been the creation of
+ * the very row the caller was about to create (a throttle's first use, a
+ * grant re-made while a revoke of it was in flight): the caller reads it
+ * again, or decides whether it is new, under the lock.  Sizes are checked
+ * for values over DISTLOCK_MIN_PAYLOAD bytes
  * only, which no limit may be set below, so the common small payload costs
  * no look-up.
  *
@@ -37,6 +41,8 @@
  * counts from its insert, so a role's open transactions cannot pass the
  * limit one after another; only first grants counted at the same instant
  * can, by at most one row each, which still bounds what it can store.
+ * Another transaction's uncommitted row of the same name is not counted:
+ * the grant will wait for it, then take that row or find it held.
  * The count walks the role's entries of locks_created_by_idx, up to the
  * limit, so it costs a role in proportion to the lock rows it keeps (free
  * rows go with distlock.lock_retention).
@@ -59,6 +65,7 @@
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -152,14 +159,18 @@ static DistlockStmt set_default_stmts[] = {
 };
 
 /*
- * How many lock rows role has, up to limit: committed, and being inserted
- * by transactions in progress too (a dirty snapshot), so that concurrent
- * first grants pass the limit by at most one each.  (A row being updated
- * may count twice: the count errs high, never low.)  A table too small to
- * hold limit rows is not read.
+ * How many lock rows role has, up to limit, other than those of name (if
+ * not 0):
+ * committed, and being inserted by transactions in progress too (a dirty
+ * snapshot), so that concurrent first grants pass the limit by at most one
+ * each.  (A row being updated may count twice: the count errs high, never
+ * low.)  A row of name itself, which another transaction of the role is
+ * inserting, is not one more: this first grant will wait for it and then
+ * take that row, or find it held.  A table too small to hold limit rows
+ * is not read.
  */
 static int64
-limit_count_locks(Oid role, int32 limit)
+limit_count_locks(Oid role, int32 limit, Datum name)
 {
 	const DistlockCatalog *cat = dl_catalog();
 	Relation	rel = table_open(cat->locks, AccessShareLock);
@@ -183,8 +194,14 @@ limit_count_locks(Oid role, int32 limit)
 	slot = table_slot_create(rel, NULL);
 	while (n < limit && index_getnext_slot(scan, ForwardScanDirection, slot))
 	{
+		bool		isnull;
+		Datum		row_name = slot_getattr(slot, cat->lock_name, &isnull);
+
 		CHECK_FOR_INTERRUPTS();
-		n++;
+		if (name == (Datum) 0 ||
+			!DatumGetBool(DirectFunctionCall2Coll(texteq, C_COLLATION_OID,
+												  row_name, name)))
+			n++;
 	}
 	ExecDropSingleTupleTableSlot(slot);
 	index_endscan(scan);
@@ -207,36 +224,26 @@ limit_value(DistlockLimit which, Oid role)
 }
 
 /*
- * Before role creates one more row of kind which (in a call between
- * dl_enter() and dl_leave()): raise 53400 if it has its limit already.
- * The lock taken orders this role's creations of the kind until the
- * transaction ends (see the header comment).
+ * Take the lock that orders role's creations of rows of kind which (not
+ * lock names) until the transaction ends (see the header comment): after
+ * it, whether the row is still to be created can be read as last
+ * committed, before dl_limit_count() counts.
  */
 void
-dl_limit_count(DistlockLimit which, Oid role)
+dl_limit_lock(DistlockLimit which, Oid role)
 {
 	LOCKTAG		tag;
-	int32		limit;
-	Datum		values[2];
-	int64		count;
 
-	if (which != DL_LIMIT_LOCKS)
-	{
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, role, (uint32) which,
-							 DISTLOCK_TAG_LIMIT);
-		(void) LockAcquire(&tag, ExclusiveLock, false, false);
-	}
+	Assert(which != DL_LIMIT_LOCKS);
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, role, (uint32) which,
+						 DISTLOCK_TAG_LIMIT);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
 
-	limit = limit_value(which, role);
-	if (which == DL_LIMIT_LOCKS)
-		count = limit_count_locks(role, limit);
-	else
-	{
-		values[0] = ObjectIdGetDatum(role);
-		values[1] = Int32GetDatum(limit);
-		dl_exec_latest(&count_stmts[which], values, NULL);
-		count = dl_getint64(0, 1);
-	}
+/* Raise 53400 if count is role's limit of kind which, or more. */
+static void
+limit_check(DistlockLimit which, Oid role, int64 count, int32 limit)
+{
 	if (count >= limit)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
@@ -245,6 +252,38 @@ dl_limit_count(DistlockLimit which, Oid role)
 															ObjectIdGetDatum(role))),
 						limit, limit_info[which].what),
 				 errhint("End some, or have an administrator raise the limit with distlock.set_limit().")));
+}
+
+/*
+ * Before role creates one more row of kind which (not lock names), in a
+ * call between dl_enter() and dl_leave(): raise 53400 if it has its limit
+ * already.  Takes dl_limit_lock().
+ */
+void
+dl_limit_count(DistlockLimit which, Oid role)
+{
+	int32		limit;
+	Datum		values[2];
+
+	dl_limit_lock(which, role);
+	limit = limit_value(which, role);
+	values[0] = ObjectIdGetDatum(role);
+	values[1] = Int32GetDatum(limit);
+	dl_exec_latest(&count_stmts[which], values, NULL);
+	limit_check(which, role, dl_getint64(0, 1), limit);
+}
+
+/*
+ * Before role's first grant of lock name creates its row: raise 53400 if
+ * role has its limit of lock names already (see the header comment).
+ */
+void
+dl_limit_count_locks(Oid role, Datum name)
+{
+	int32		limit = limit_value(DL_LIMIT_LOCKS, role);
+
+	limit_check(DL_LIMIT_LOCKS, role, limit_count_locks(role, limit, name),
+				limit);
 }
 
 /*
@@ -316,4 +355,41 @@ distlock_set_limit(PG_FUNCTION_ARGS)
 	dl_leave(&call);
 
 	PG_RETURN_VOID();
+}
+
+/*
+ * After rows of kinds sessions, lock names, throttles and queue grants were
+ * given to role (reassign_owned() by a role that is no administrator):
+ * raise 53400 if it now has more of any than its limit, so that a role
+ * cannot pass its limits by moving its rows to a role whose privileges it
+ * has and creating more.
+ */
+void
+dl_limit_after_move(Oid role)
+{
+	static const DistlockLimit kinds[] = {DL_LIMIT_SESSIONS, DL_LIMIT_LOCKS,
+	DL_LIMIT_THROTTLES, DL_LIMIT_GRANTS};
+
+	for (int i = 0; i < lengthof(kinds); i++)
+	{
+		DistlockLimit which = kinds[i];
+		int32		limit = limit_value(which, role);
+		int64		count;
+		Datum		values[2];
+
+		if (limit == PG_INT32_MAX)
+			continue;
+		if (which == DL_LIMIT_LOCKS)
+			count = limit_count_locks(role, limit + 1, (Datum) 0);
+		else
+		{
+			dl_limit_lock(which, role);
+			values[0] = ObjectIdGetDatum(role);
+			values[1] = Int32GetDatum(limit + 1);
+			dl_exec_latest(&count_stmts[which], values, NULL);
+			count = dl_getint64(0, 1);
+		}
+		/* more than the limit: it has reached it, and one over */
+		limit_check(which, role, count - 1, limit);
+	}
 }

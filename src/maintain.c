@@ -21,9 +21,11 @@
  * Otherwise the deletions take nothing a claim or an acknowledgement
  * waits for: the rows are locked FOR UPDATE SKIP LOCKED (a row somebody
  * holds is left for a later pass), and a finished job is never claimed or
- * acknowledged again.  Each pass deletes at most DISTLOCK_PRUNE_BATCH rows
- * of each table, so its transaction stays short; the worker runs passes
- * back to back while they come back full.
+ * acknowledged again.  Each pass reaps at most DISTLOCK_PRUNE_BATCH
+ * sessions and deletes at most as many rows of each table, so its
+ * transaction stays short (the jobs a reap hands back are pending only
+ * once it commits); the worker runs passes back to back while they come
+ * back full.
  *
  * Deleting a free lock row changes nothing a caller can observe: the row
  * is not in active_locks, the next grant of the name draws its token from
@@ -109,8 +111,8 @@ maintain_prune(DistlockStmt *stmt, TimestampTz cutoff)
  * maintain(prune_locks boolean DEFAULT true, OUT reaped integer,
  *			OUT jobs_pruned integer, OUT locks_pruned integer) RETURNS record
  *
- * One pass: reap every expired session not in use, delete up to
- * DISTLOCK_PRUNE_BATCH finished jobs that finished more than
+ * One pass: reap up to DISTLOCK_PRUNE_BATCH expired sessions not in use,
+ * delete up to as many finished jobs that finished more than
  * distlock.job_retention ago and, with prune_locks, as many lock rows free
  * for more than distlock.lock_retention (-1: keep them).  Returns the
  * numbers; a full batch means there is more to do.
@@ -133,7 +135,7 @@ distlock_maintain(PG_FUNCTION_ARGS)
 	dl_enter(&call, "distlock.maintain()", true);
 	dl_require_admin(&call, "maintain");
 	(void) dl_token_rebase();
-	values[0] = Int32GetDatum(dl_reap_all());
+	values[0] = Int32GetDatum(dl_reap_some(&call, DISTLOCK_PRUNE_BATCH));
 	now = GetCurrentTimestamp();
 	values[1] = Int32GetDatum(dl_job_retention < 0 ? 0 :
 							  maintain_prune(&prune_jobs_stmt,

@@ -867,7 +867,7 @@ queue_claim(DistlockCall *call, FunctionCallInfo fcinfo, Oid owner,
 	uint64		n;
 
 	if (reap)
-		dl_reap_expired(now, DISTLOCK_REAP_BATCH);
+		dl_reap_expired(call, now, DISTLOCK_REAP_BATCH);
 	if (expires <= now)
 		return;
 	if (!queue_claim_direct(owner, queue, session_id, max_jobs, now,

@@ -48,7 +48,7 @@
  * also locks its row FOR KEY SHARE, which fails with 40001 if the row was
  * closed or reaped since the transaction's snapshot; FOR KEY SHARE does not
  * conflict with a heartbeat's FOR NO KEY UPDATE.  The session is still
- * judged on its row as last committed: the version that lock returns is
+ * judged on its row as last committed: the version that lock takes is
  * the snapshot's, older than the heartbeats made since.
  *
  * Reaping never waits: it skips a session in use, a session whose row
@@ -78,6 +78,7 @@
 #include "storage/lmgr.h"
 #include "storage/itemptr.h"
 #include "storage/lock.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
@@ -87,6 +88,9 @@
 
 #include "compat.h"
 #include "distlock.h"
+
+/* see dl_reap_expired() */
+#define REAP_VAIN_BACKOFF	USECS_PER_SEC
 
 PG_FUNCTION_INFO_V1(distlock_session_open);
 PG_FUNCTION_INFO_V1(distlock_heartbeat);
@@ -164,15 +168,17 @@ static DistlockStmt delete_stmt = {
 };
 
 /*
- * Sessions expired at $1, in order of expiry from ($3, $4) on: the
- * candidates for reaping, read without locking them (session_lock_version()
- * locks each one).
+ * Sessions expired at $1, in order of expiry from ($3, $4) on, of roles
+ * whose privileges role $5 has (0: of every role): the candidates for
+ * reaping, read without locking them (session_lock_version() locks each
+ * one).
  */
 static DistlockStmt find_expired_stmt = {
 	"SELECT id, expires_at, ctid FROM distlock.sessions"
 	" WHERE expires_at <= $1 AND (expires_at, id) > ($3, $4)"
+	" AND ($5 = 0 OR pg_has_role($5, created_by, 'USAGE'))"
 	" ORDER BY expires_at, id LIMIT $2",
-	4, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, UUIDOID}
+	5, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, UUIDOID, OIDOID}
 };
 
 /* What a session row, once locked, says about the session. */
@@ -456,10 +462,9 @@ session_acting_state(DistlockCall *call, Datum session_id,
 
 		/*
 		 * The row lock only tells whether the row is still there: the
-		 * version it locks, and the expires_at it returns, are the
-		 * snapshot's, which heartbeats from other connections may have
-		 * moved on since.  The session is judged on the row as last
-		 * committed, as at READ COMMITTED.
+		 * version it locks is the snapshot's, whose expires_at heartbeats
+		 * from other connections may have moved on since.  The session is
+		 * judged on the row as last committed, as at READ COMMITTED.
 		 */
 		found = dl_exec(&lock_key_share_stmt, values, NULL, 1) > 0 &&
 			session_read(session_id, expires, &creator, NULL);
@@ -658,6 +663,8 @@ session_end(Datum session_id, TimestampTz now, const char *why, bool wait)
 	dl_exec(wait ? &release_jobs_stmt : &release_free_jobs_stmt, values,
 			NULL, 0);
 	dl_wake_for_jobs_back();
+	/* a reap ends many sessions in one call: keep no result per session */
+	SPI_freetuptable(SPI_tuptable);
 	if (session_running_left(session_id))
 	{
 		if (wait)
@@ -750,10 +757,11 @@ session_reap_one(Datum id, ItemPointer tid, TimestampTz now)
 
 /*
  * Reap the sessions among the next limit candidates after *from that
- * expired before now and that no call is using; returns how many were
- * reaped, sets *examined to the number of candidates and moves *from past
- * them.  Sessions this transaction acts through are never reaped: the use
- * lock cannot keep out its own holder.
+ * expired before now, that no call is using and whose roles' privileges
+ * reaper has (InvalidOid: every role's); returns how many were reaped,
+ * sets *examined to the number of candidates and moves *from past them.
+ * Sessions this transaction acts through are never reaped: the use lock
+ * cannot keep out its own holder.
  *
  * A candidate is reaped only if its use lock can be had at once (no call
  * of the session is in flight) and then the row version read
@@ -762,10 +770,10 @@ session_reap_one(Datum id, ItemPointer tid, TimestampTz now)
  * its committed row and refuses.
  */
 static int
-session_reap_batch(TimestampTz now, int limit, ReapCursor *from,
+session_reap_batch(TimestampTz now, int limit, Oid reaper, ReapCursor *from,
 				   int *examined)
 {
-	Datum		values[4];
+	Datum		values[5];
 	uint64		n;
 	int			reaped = 0;
 	pg_uuid_t  *ids;
@@ -775,6 +783,7 @@ session_reap_batch(TimestampTz now, int limit, ReapCursor *from,
 	values[1] = Int32GetDatum(limit);
 	values[2] = TimestampTzGetDatum(from->expires_at);
 	values[3] = UUIDPGetDatum(&from->id);
+	values[4] = ObjectIdGetDatum(reaper);
 	n = dl_exec(&find_expired_stmt, values, NULL, 0);
 	*examined = (int) n;
 	if (n == 0)
@@ -793,6 +802,7 @@ session_reap_batch(TimestampTz now, int limit, ReapCursor *from,
 			from->expires_at = DatumGetTimestampTz(dl_getattr(i, 2, &isnull));
 	}
 	from->id = ids[n - 1];
+	SPI_freetuptable(SPI_tuptable);
 
 	for (uint64 i = 0; i < n; i++)
 	{
@@ -807,10 +817,12 @@ session_reap_batch(TimestampTz now, int limit, ReapCursor *from,
 /*
  * Reap up to limit of the sessions whose promise in shared memory (beat.c)
  * passed before now while their rows say later, which the walk through
- * sessions_expires_at_idx does not find; returns how many were reaped.
+ * sessions_expires_at_idx does not find, and whose roles' privileges
+ * reaper has (InvalidOid: every role's); returns how many were reaped and
+ * adds the number of candidates to *examined.
  */
 static int
-session_reap_promised(TimestampTz now, int limit)
+session_reap_promised(TimestampTz now, int limit, Oid reaper, int *examined)
 {
 	const DistlockCatalog *cat = dl_catalog();
 	pg_uuid_t  *ids = palloc(limit * sizeof(pg_uuid_t));
@@ -829,7 +841,16 @@ session_reap_promised(TimestampTz now, int limit)
 					   F_UUID_EQ, id);
 		found = dl_latest_next(&lr);
 		if (found)
+		{
+			bool		isnull;
+			Oid			creator = DatumGetObjectId(slot_getattr(lr.slot,
+																cat->session_created_by,
+																&isnull));
+
 			tid = lr.slot->tts_tid;
+			found = !OidIsValid(reaper) || has_privs_of_role(reaper, creator);
+			*examined += found;
+		}
 		dl_latest_close(&lr);
 		if (found && session_reap_one(id, &tid, now))
 			reaped++;
@@ -839,38 +860,101 @@ session_reap_promised(TimestampTz now, int limit)
 }
 
 /*
- * Reap up to limit of the sessions that expired first before now, skipping
- * those a call is using (this transaction's own among them); returns how
- * many were reaped.
+ * Whose sessions the caller may reap: an administrator's reaps take every
+ * role's (InvalidOid), anyone else's those of the roles it may act for.
+ *
+ * A reap hands a dead session's running jobs back in the reaper's
+ * transaction, which holds them until it ends: while it is open, no other
+ * transaction sees them pending, and the next reap skips the session, as
+ * its rows are held.  A role that reaped another role's sessions in an
+ * open transaction (a reap(), or the claim of a worker that claims and
+ * works in one transaction) would hold that role's jobs for as long as it
+ * liked.  Reaping its own, or those of a role whose privileges it has, it
+ * holds only jobs it could hold anyway, by closing those sessions.
  */
-int
-dl_reap_expired(TimestampTz now, int limit)
+static Oid
+session_reaper(DistlockCall *call)
 {
-	ReapCursor	from = {DT_NOBEGIN};
-	int			examined;
-	int			reaped = session_reap_batch(now, limit, &from, &examined);
-
-	return reaped + session_reap_promised(now, limit);
+	return dl_is_admin(call) ? InvalidOid : call->caller;
 }
 
 /*
- * Reap every session expired now that no call is using, in batches;
- * returns how many were reaped.  For reap() and maintain().
+ * Reap up to limit of the sessions of reaper's roles (see
+ * session_reap_batch()) that expired first before now, and as many whose
+ * promise passed (session_reap_promised()); returns how many were reaped
+ * and sets *examined to the number of candidates.
+ */
+static int
+session_reap_first(Oid reaper, TimestampTz now, int limit, int *examined)
+{
+	ReapCursor	from = {DT_NOBEGIN};
+	int			reaped = session_reap_batch(now, limit, reaper, &from,
+											examined);
+
+	return reaped + session_reap_promised(now, limit, reaper, examined);
+}
+
+/*
+ * Reap up to limit of the sessions that expired first before now, of the
+ * roles the caller may act for, skipping those a call is using (this
+ * transaction's own among them); returns how many were reaped.  For a
+ * claim, which reaps in passing when some session has expired: one that
+ * finds none of the caller's roles leaves this backend's claims of the
+ * next REAP_VAIN_BACKOFF without reaping, so that a session of another
+ * role, which the background worker, an administrator or that role's own
+ * claims have yet to reap, costs a walk per backoff, not one per claim.
  */
 int
-dl_reap_all(void)
+dl_reap_expired(DistlockCall *call, TimestampTz now, int limit)
+{
+	static TimestampTz vain_until = 0;
+	int			examined;
+	int			reaped;
+
+	if (now < vain_until)
+		return 0;
+	reaped = session_reap_first(session_reaper(call), now, limit, &examined);
+	if (examined == 0)
+		vain_until = now + REAP_VAIN_BACKOFF;
+	return reaped;
+}
+
+/*
+ * Reap up to limit of the sessions that expired first, of the roles the
+ * caller may act for, skipping those a call is using; returns how many
+ * were reaped.  For maintain(), whose passes each do a bounded amount.
+ */
+int
+dl_reap_some(DistlockCall *call, int limit)
+{
+	int			examined;
+
+	return session_reap_first(session_reaper(call), GetCurrentTimestamp(),
+							  limit, &examined);
+}
+
+/*
+ * Reap every session expired now that no call is using, of the roles the
+ * caller may act for, in batches; returns how many were reaped.  For
+ * reap().
+ */
+int
+dl_reap_all(DistlockCall *call)
 {
 	ReapCursor	from = {DT_NOBEGIN};
 	int			total = 0;
 	int			examined;
+	Oid			reaper = session_reaper(call);
 
 	do
 	{
 		total += session_reap_batch(GetCurrentTimestamp(),
-									DISTLOCK_REAP_BATCH, &from, &examined);
+									DISTLOCK_REAP_BATCH, reaper, &from,
+									&examined);
 	} while (examined == DISTLOCK_REAP_BATCH);
 	return total + session_reap_promised(GetCurrentTimestamp(),
-										 DISTLOCK_REAP_BATCH);
+										 DISTLOCK_REAP_BATCH, reaper,
+										 &examined);
 }
 
 /*
@@ -1025,21 +1109,44 @@ static DistlockStmt lock_drop_stmt = {
 };
 
 /*
+ * Whether every running job of session $1 could be locked, without waiting:
+ * one held by another transaction, or changed since this statement's
+ * snapshot, makes the counts differ.
+ */
+static DistlockStmt lock_drop_jobs_stmt = {
+	"SELECT count(*) = (SELECT count(*) FROM distlock.jobs"
+	"  WHERE session_id = $1 AND status = 'running')"
+	" FROM (SELECT FROM distlock.jobs"
+	"  WHERE session_id = $1 AND status = 'running'"
+	"  FOR UPDATE SKIP LOCKED) j",
+	1, {UUIDOID}
+};
+
+/*
  * End session_id, live or not, for an administrator (drop_owned() in
  * admin.c, which has checked that the caller may act for its role), as
  * session_close() does but without waiting for anything: false, ending
  * nothing, if a call of the session is in flight, or its row or one of its
  * running jobs is held.  A rerun ends it once they are done.
+ *
+ * Unlike a reap's, which hands back what it can of a session that is dead
+ * anyway, this end is all or nothing: the session may be live, and a job
+ * handed back while its worker goes on would be run twice.  So every
+ * running job is locked first; the rows locked when one could not be stay
+ * locked until the transaction ends.
  */
 bool
 dl_session_end_nowait(Datum session_id)
 {
 	Datum		values[1] = {session_id};
+	bool		isnull;
 
 	if (session_used_by_me(session_id) ||
 		!session_lock(session_id, SESSION_TAG_USE, ExclusiveLock, true))
 		return false;
 	if (dl_exec(&lock_drop_stmt, values, NULL, 1) == 1 &&
+		dl_exec(&lock_drop_jobs_stmt, values, NULL, 1) == 1 &&
+		DatumGetBool(dl_getattr(0, 1, &isnull)) &&
 		session_end(session_id, GetCurrentTimestamp(),
 					"session dropped by an administrator", false))
 		return true;
@@ -1097,9 +1204,10 @@ distlock_session_close(PG_FUNCTION_ARGS)
 /*
  * reap() RETURNS integer
  *
- * Delete every expired session that no call is using, handing its running
- * jobs back; returns how many sessions it reaped.  Correctness never waits
- * for this: claim() reaps in passing, and locks of dead sessions are free.
+ * Delete every expired session that no call is using, of the roles the
+ * caller may act for, handing its running jobs back; returns how many
+ * sessions it reaped.  Correctness never waits for this: claim() reaps in
+ * passing, and locks of dead sessions are free.
  */
 Datum
 distlock_reap(PG_FUNCTION_ARGS)
@@ -1108,7 +1216,7 @@ distlock_reap(PG_FUNCTION_ARGS)
 	int			total;
 
 	dl_enter(&call, "distlock.reap()", true);
-	total = dl_reap_all();
+	total = dl_reap_all(&call);
 	dl_leave(&call);
 
 	PG_RETURN_INT32(total);

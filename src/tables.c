@@ -465,44 +465,33 @@ dl_jobs_set(JobsTable *jt, AttrNumber att, Datum value, bool isnull)
 }
 
 /*
- * The version in slot's xmax and infomask as they are now, read under its
- * buffer's lock (the slot keeps the page pinned and points into it).
+ * A copy of the header of the version in slot as it is now, read under its
+ * buffer's lock (the slot keeps the page pinned and points into it).  It is
+ * judged on the copy: hint bits may change under a share lock.
  */
-static uint16
-jobs_xmax(TupleTableSlot *slot, TransactionId *xmax)
+static void
+jobs_header(TupleTableSlot *slot, HeapTupleHeaderData *copy)
 {
 	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
-	HeapTupleHeader tup = bslot->base.tuple->t_data;
-	uint16		infomask;
 
 	Assert(TTS_IS_BUFFERTUPLE(slot) && !TTS_SHOULDFREE(slot));
 	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
-	infomask = tup->t_infomask;
-	*xmax = HeapTupleHeaderGetRawXmax(tup);
+	memcpy(copy, bslot->base.tuple->t_data, SizeofHeapTupleHeader);
 	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
-	return infomask;
 }
 
 /*
- * The transaction that updated or deleted the version in slot, from its
- * xmax (a multixact's updating member), or InvalidTransactionId if only
- * lockers, or nobody, set it.
+ * The transaction that updated or deleted the version whose header is
+ * hdr, from its xmax (a multixact's updating member), or
+ * InvalidTransactionId if only lockers, or nobody, set it.
  */
 static TransactionId
-jobs_updater(TupleTableSlot *slot)
+jobs_updater(HeapTupleHeader hdr)
 {
-	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
-	HeapTupleHeaderData copy;
-
-	Assert(TTS_IS_BUFFERTUPLE(slot) && !TTS_SHOULDFREE(slot));
-	/* judged on a copy: hint bits may change under a share lock */
-	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
-	memcpy(&copy, bslot->base.tuple->t_data, SizeofHeapTupleHeader);
-	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
-	if ((copy.t_infomask & HEAP_XMAX_INVALID) ||
-		HEAP_XMAX_IS_LOCKED_ONLY(copy.t_infomask))
+	if ((hdr->t_infomask & HEAP_XMAX_INVALID) ||
+		HEAP_XMAX_IS_LOCKED_ONLY(hdr->t_infomask))
 		return InvalidTransactionId;
-	return HeapTupleHeaderGetUpdateXid(&copy);
+	return HeapTupleHeaderGetUpdateXid(hdr);
 }
 
 /*
@@ -532,10 +521,13 @@ dl_jobs_lock_or_skip(JobsTable *jt, Snapshot snapshot)
 {
 	TM_FailureData tmfd;
 	TM_Result	result;
+	HeapTupleHeaderData hdr;
 	TransactionId xmax;
 	uint16		infomask;
 
-	infomask = jobs_xmax(jt->old, &xmax);
+	jobs_header(jt->old, &hdr);
+	infomask = hdr.t_infomask;
+	xmax = HeapTupleHeaderGetRawXmax(&hdr);
 	if (!(infomask & (HEAP_XMAX_INVALID | HEAP_XMAX_COMMITTED |
 					  HEAP_XMAX_IS_MULTI)) &&
 		TransactionIdIsNormal(xmax) &&
@@ -558,7 +550,8 @@ dl_jobs_lock_or_skip(JobsTable *jt, Snapshot snapshot)
 	 * in the header, and it may have rolled back (lowering the position)
 	 * before this claim read the position's generation.
 	 */
-	xmax = jobs_updater(jt->old);
+	jobs_header(jt->old, &hdr);
+	xmax = jobs_updater(&hdr);
 	if (TransactionIdIsValid(xmax) &&
 		(TransactionIdIsInProgress(xmax) || TransactionIdDidCommit(xmax)))
 		return DL_LOCK_CHANGED;

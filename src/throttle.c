@@ -184,6 +184,8 @@ static bool
 throttle_take(text *name, Oid owner, Interval *every, int64 every_us,
 			  int32 burst, Oid caller)
 {
+	bool		limit_locked = false;
+
 	for (;;)
 	{
 		ThrottleRow row;
@@ -195,7 +197,18 @@ throttle_take(text *name, Oid owner, Interval *every, int64 every_us,
 		{
 			Datum		values[6];
 
-			/* first use; lose a race and we lock the winner's row */
+			/*
+			 * First use.  The owner's creation of the throttle we waited
+			 * for under the limit's lock may have been this one: read
+			 * again before counting it as one more.
+			 */
+			if (!limit_locked)
+			{
+				dl_limit_lock(DL_LIMIT_THROTTLES, owner);
+				limit_locked = true;
+				continue;
+			}
+			/* lose a race and we lock the winner's row */
 			dl_limit_count(DL_LIMIT_THROTTLES, owner);
 			now = GetCurrentTimestamp();
 			values[0] = PointerGetDatum(name);
@@ -296,8 +309,9 @@ distlock_throttle(PG_FUNCTION_ARGS)
  *
  * What owner's (NULL: the current role's) throttle name holds now, judged with the every and burst of its last
  * grant: the permits a call could take, and the time until one is there
- * (zero while one is).  42704 if the name was never used.  Reads the latest
- * committed row without locking it.
+ * (zero while one is).  42704 if the name was never used.  Reads the row
+ * as the caller's snapshot shows it (at READ COMMITTED the latest
+ * committed), without locking it.
  */
 Datum
 distlock_throttle_status(PG_FUNCTION_ARGS)
@@ -327,6 +341,12 @@ distlock_throttle_status(PG_FUNCTION_ARGS)
 						text_to_cstring(name))));
 	now = GetCurrentTimestamp();
 	every_us = dl_interval_usecs(row.every);
+	/* throttle() stores only what it checked; a row added by hand may not */
+	if (every_us <= 0 || row.burst < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("throttle \"%s\" has an every or burst that is not positive",
+						text_to_cstring(name))));
 	available = throttle_available(&row, every_us, row.burst, now,
 								   &refilled_at);
 	every = (Interval *) SPI_palloc(sizeof(Interval));

@@ -36,14 +36,16 @@
  * row naming this cluster (pg_dump and pg_upgrade carry the old row; a
  * base backup and its standbys share the identifier), grants are refused
  * until maintain() has rebased and committed: base becomes
- * the sequence's epoch E, and once that has committed, the timeline's epoch
- * E + timeline - 1 applies, with every later timeline's above it.  Should
+ * the epoch after the sequence's epoch E (a dump of a server that went on
+ * granting carries a sequence below what it granted since), and once that
+ * has committed, the timeline's epoch E + timeline applies, with every
+ * later timeline's above it.  Should
  * the rebase be lost to a failover, so was everything after it in the WAL:
  * the promoted server's copy of the sequence is still in E (only grants
- * move it, and none came before the rebase committed), so it rebases on E
- * too, on a higher timeline, and lands above every epoch the old primary
- * used after its rebase.  Each restore into a new
- * cluster on timeline t thus spends t - 1 epochs.  A dump restored into
+ * move it, and none came before the rebase committed), so it rebases on
+ * E + 1 too, on a higher timeline, and lands above every epoch the old
+ * primary used after its rebase.  Each restore into a new
+ * cluster on timeline t thus spends t epochs.  A dump restored into
  * another database of the same cluster leaves rows naming this cluster
  * only, and the larger base serves.
  *
@@ -230,22 +232,30 @@ dl_token_prepare(void)
 }
 
 /*
- * Whether the table must be rebased: it holds no row naming this cluster
- * (a restore, pg_upgrade), or the sequence is past this timeline's epoch
- * (2^40 grants on one timeline; a restore's sequence that arrived after
- * the table and after a rebase).
+ * What base the table must be rebased on, or -1 if none: it holds no row
+ * naming this cluster (a restore, pg_upgrade), and then the epoch after
+ * the sequence's, or the sequence is past this timeline's epoch (2^40
+ * grants on one timeline; a restore's sequence that arrived after the
+ * table and after a rebase), and then the sequence's.
+ *
+ * The epoch after: a dump of a server that went on granting while it was
+ * taken, or after, carries a sequence below tokens that server handed out
+ * since, for names whose rows the dump has from before (or does not have);
+ * a cluster restored from it starts above all of them.
  */
-static bool
-token_needs_rebase(int64 *base)
+static int64
+token_rebase_on(void)
 {
-	if (!token_base(base))
-		return true;
-	return (token_last() >> TOKEN_EPOCH_BITS) >
-		*base + (int64) GetWALInsertionTimeLine() - 1;
+	int64		base;
+	int64		last = token_last() >> TOKEN_EPOCH_BITS;
+
+	if (!token_base(&base))
+		return last + 1;
+	return last > base + (int64) GetWALInsertionTimeLine() - 1 ? last : -1;
 }
 
 /*
- * Rebase if need be: set base to the sequence's epoch; true if it did.  For
+ * Rebase if need be (token_rebase_on()); true if it did.  For
  * maintain(), whose transaction commits the rebase before any grant can
  * use it (grants in the rebasing transaction are refused).  The sequence
  * is left alone (see dl_token_prepare()).  The lock on the table, to the
@@ -263,16 +273,17 @@ dl_token_rebase(void)
 	if (RecoveryInProgress())
 		return false;
 	epochid = get_relname_relid("token_epoch", dl_catalog()->schema);
-	if (!OidIsValid(epochid) || !token_needs_rebase(&base) ||
+	if (!OidIsValid(epochid) || token_rebase_on() < 0 ||
 		!ConditionalLockRelationOid(epochid, ShareRowExclusiveLock))
 		return false;
-	if (!token_needs_rebase(&base))
+	base = token_rebase_on();
+	if (base < 0)
 	{
 		UnlockRelationOid(epochid, ShareRowExclusiveLock);
 		return false;
 	}
 	values[0] = Int64GetDatum((int64) GetSystemIdentifier());
-	values[1] = Int64GetDatum(token_last() >> TOKEN_EPOCH_BITS);
+	values[1] = Int64GetDatum(base);
 	dl_exec_latest(&rebase_stmt, values, NULL);
 	rebased_xact = GetTopTransactionId();
 	ready_timeline = 0;

@@ -290,6 +290,14 @@ dl_wait_looked(void)
 	wait_taken = false;
 }
 
+/* Whether waiting slot s waits for what slot me waits for. */
+static inline bool
+wait_alike(const WaitSlot *s, const WaitSlot *me)
+{
+	return s->ticket != 0 && s->kind == me->kind && s->key == me->key &&
+		s->dbid == me->dbid;
+}
+
 /*
  * Whether this backend is the first in the line of lease waiters for its
  * key: none waiting for it came earlier.
@@ -308,9 +316,7 @@ dl_wait_first(void)
 	{
 		WaitSlot   *s = &wait_shared->slots[i];
 
-		first = !(s->ticket != 0 && s->ticket < me->ticket &&
-				  s->kind == me->kind && s->key == me->key &&
-				  s->dbid == me->dbid);
+		first = !(wait_alike(s, me) && s->ticket < me->ticket);
 	}
 	LWLockRelease(&wait_shared->lock);
 	return first;
@@ -363,8 +369,7 @@ wait_due_known_elsewhere(const WaitSlot *slot)
 	{
 		const WaitSlot *s = &wait_shared->slots[i];
 
-		if (s != slot && s->ticket != 0 && s->kind == slot->kind &&
-			s->key == slot->key && s->dbid == slot->dbid &&
+		if (s != slot && wait_alike(s, slot) &&
 			s->known_due != 0 && s->known_due <= slot->known_due)
 			return true;
 	}

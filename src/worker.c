@@ -22,7 +22,12 @@
  *
  * The launcher is restarted by the postmaster if it exits or the server
  * restarts after a crash; it starts the workers again.  A worker that
- * fails (its error is logged) is started again after a naptime.  Neither
+ * fails (its error is logged) is started again after
+ * DISTLOCK_FAILED_RESTART.  The server applies the settings of ALTER
+ * DATABASE and ALTER ROLE ... SET only when a connection starts, so a
+ * worker whose settings there change (ALTER DATABASE app SET
+ * distlock.job_retention = '7d', the README's way to keep a database's
+ * results longer) exits, and is started again at once.  Neither
  * runs on a standby: they start once recovery has finished, so after a
  * promotion too.
  *
@@ -98,6 +103,7 @@ typedef struct WorkerDb
 	pid_t		pid;			/* its worker, or 0 */
 	bool		absent;			/* its worker found no distlock there */
 	bool		recheck;		/* distlock was just installed or updated */
+	bool		restart;		/* its worker left to apply new settings */
 	TimestampTz paused_until;
 } WorkerDb;
 
@@ -159,6 +165,7 @@ worker_slot(Oid dbid, bool add)
 		free_slot->pid = 0;
 		free_slot->absent = false;
 		free_slot->recheck = false;
+		free_slot->restart = false;
 		free_slot->paused_until = 0;
 		return free_slot;
 	}
@@ -176,6 +183,8 @@ worker_leave_database(const char *dbname)
 	Oid			dbid;
 	pid_t		pid = 0;
 	WorkerDb   *slot;
+	TimestampTz until = GetCurrentTimestamp() +
+		DISTLOCK_PAUSE_SECS * USECS_PER_SEC;
 
 	if (dbname == NULL || worker_shared == NULL)
 		return;
@@ -187,8 +196,7 @@ worker_leave_database(const char *dbname)
 	slot = worker_slot(dbid, true);
 	if (slot != NULL)
 	{
-		slot->paused_until = GetCurrentTimestamp() +
-			DISTLOCK_PAUSE_SECS * USECS_PER_SEC;
+		slot->paused_until = until;
 		pid = slot->pid;
 	}
 	SpinLockRelease(&worker_shared->mutex);
@@ -442,9 +450,13 @@ launcher_round(List **dbs)
 			ldb->retry_at = 0;
 		}
 		if (stopped)
-			ldb->retry_at = now + (slot != NULL && slot->absent ?
-								   DISTLOCK_ABSENT_RECHECK :
-								   DISTLOCK_FAILED_RESTART);
+		{
+			ldb->retry_at = slot != NULL && slot->restart ? now :
+				now + (slot != NULL && slot->absent ?
+					   DISTLOCK_ABSENT_RECHECK : DISTLOCK_FAILED_RESTART);
+			if (slot != NULL)
+				slot->restart = false;
+		}
 		SpinLockRelease(&worker_shared->mutex);
 		if (stopped)
 		{
@@ -479,11 +491,22 @@ launcher_round(List **dbs)
 	}
 	SpinLockRelease(&worker_shared->mutex);
 
-	/* ... and dropped databases */
+	/*
+	 * ... and dropped databases (or ones no longer served), once their
+	 * worker has stopped: one dropped while its worker ran is listed no
+	 * more, so the loop above never finds that worker stopped
+	 */
 	foreach(lc, *dbs)
 	{
 		LauncherDb *ldb = (LauncherDb *) lfirst(lc);
+		pid_t		pid;
 
+		if (!ldb->seen && ldb->handle != NULL &&
+			GetBackgroundWorkerPid(ldb->handle, &pid) == BGWH_STOPPED)
+		{
+			pfree(ldb->handle);
+			ldb->handle = NULL;
+		}
 		if (!ldb->seen && ldb->handle == NULL)
 		{
 			*dbs = foreach_delete_current(*dbs, lc);
@@ -546,6 +569,54 @@ maintenance_installed(void)
 									  SPI_tuptable->tupdesc, 1, &isnull));
 }
 
+/*
+ * The rows of pg_db_role_setting that apply to this worker's connection
+ * (its database's and its role's, and those for all of either), as text;
+ * NULL if none.  Run under SPI, with a snapshot.
+ */
+static char *
+maintenance_settings(void)
+{
+	Oid			types[2] = {OIDOID, OIDOID};
+	Datum		values[2] = {ObjectIdGetDatum(MyDatabaseId),
+	ObjectIdGetDatum(GetSessionUserId())};
+	bool		isnull;
+	Datum		value;
+
+	if (SPI_execute_with_args("SELECT pg_catalog.string_agg(s.setdatabase"
+							  " OPERATOR(pg_catalog.||) '/'"
+							  " OPERATOR(pg_catalog.||) s.setrole"
+							  " OPERATOR(pg_catalog.||) ':'"
+							  " OPERATOR(pg_catalog.||) s.setconfig::pg_catalog.text,"
+							  " ' ' ORDER BY s.setdatabase, s.setrole)"
+							  " FROM pg_catalog.pg_db_role_setting s"
+							  " WHERE s.setdatabase OPERATOR(pg_catalog.=) ANY (ARRAY[0, $1]::pg_catalog.oid[])"
+							  " AND s.setrole OPERATOR(pg_catalog.=) ANY (ARRAY[0, $2]::pg_catalog.oid[])",
+							  2, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute_with_args failed");
+	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+						 &isnull);
+	return isnull ? NULL : TextDatumGetCString(value);
+}
+
+/*
+ * What maintenance_settings() said when the worker started, read just
+ * after the connection applied them (a change committed in between waits
+ * for the next one to be seen).
+ */
+static char *settings_at_start = NULL;
+
+/* Whether the settings that apply to this worker have changed since. */
+static bool
+maintenance_settings_changed(void)
+{
+	char	   *now = maintenance_settings();
+
+	if (now == NULL || settings_at_start == NULL)
+		return (now == NULL) != (settings_at_start == NULL);
+	return strcmp(now, settings_at_start) != 0;
+}
+
 /* When this worker last had maintain() scan distlock.locks. */
 static TimestampTz locks_pruned_at = 0;
 
@@ -554,7 +625,8 @@ static TimestampTz locks_pruned_at = 0;
 
 /*
  * One pass of maintain() in a transaction of its own; returns whether it
- * left more to do, or -1 if distlock is not (or no longer) installed.
+ * left more to do, -1 if distlock is not (or no longer) installed, or -2,
+ * having done nothing, if the worker's settings have changed.
  */
 static int
 maintenance_pass(void)
@@ -570,25 +642,31 @@ maintenance_pass(void)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "SELECT distlock.maintain()");
 
-	if (maintenance_installed())
+	if (maintenance_settings_changed())
+		more = -2;
+	else if (maintenance_installed())
 	{
 		bool		isnull;
+		int			reaped;
 		int			jobs;
 		int			locks;
 
 		if (SPI_execute(prune_locks ?
-						"SELECT jobs_pruned, locks_pruned FROM distlock.maintain()" :
-						"SELECT jobs_pruned, locks_pruned FROM distlock.maintain(false)",
+						"SELECT reaped, jobs_pruned, locks_pruned FROM distlock.maintain()" :
+						"SELECT reaped, jobs_pruned, locks_pruned FROM distlock.maintain(false)",
 						false, 1) != SPI_OK_SELECT)
 			elog(ERROR, "SPI_execute failed");
+		reaped = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 1, &isnull));
 		jobs = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-										   SPI_tuptable->tupdesc, 1, &isnull));
+										   SPI_tuptable->tupdesc, 2, &isnull));
 		locks = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-											SPI_tuptable->tupdesc, 2, &isnull));
+											SPI_tuptable->tupdesc, 3, &isnull));
 		/* a full batch of locks: scan again at the next pass */
 		if (prune_locks)
 			locks_pruned_at = locks >= DISTLOCK_PRUNE_BATCH ? 0 : now;
-		more = jobs >= DISTLOCK_PRUNE_BATCH || locks >= DISTLOCK_PRUNE_BATCH;
+		more = reaped >= DISTLOCK_PRUNE_BATCH ||
+			jobs >= DISTLOCK_PRUNE_BATCH || locks >= DISTLOCK_PRUNE_BATCH;
 	}
 
 	SPI_finish();
@@ -601,15 +679,26 @@ maintenance_pass(void)
 
 static WorkerDb *maintenance_slot = NULL;
 
+/* Why the worker ends, when it ends by itself. */
+typedef enum MaintenanceEnd
+{
+	MAINTENANCE_FAILED,			/* an error, or told to */
+	MAINTENANCE_ABSENT,			/* distlock is not installed */
+	MAINTENANCE_RESTART			/* its settings changed */
+} MaintenanceEnd;
+
 /* However the worker ends, its slot no longer names it. */
 static void
 maintenance_on_exit(int code, Datum arg)
 {
+	MaintenanceEnd end = (MaintenanceEnd) DatumGetInt32(arg);
+
 	SpinLockAcquire(&worker_shared->mutex);
 	if (maintenance_slot->pid == MyProcPid)
 	{
 		maintenance_slot->pid = 0;
-		maintenance_slot->absent = DatumGetBool(arg);
+		maintenance_slot->absent = end == MAINTENANCE_ABSENT;
+		maintenance_slot->restart = end == MAINTENANCE_RESTART;
 	}
 	SpinLockRelease(&worker_shared->mutex);
 }
@@ -621,7 +710,8 @@ distlock_maintenance_main(Datum arg)
 	Oid			dbid = DatumGetObjectId(arg);
 	WorkerDb   *slot;
 	pid_t		other;
-	bool		absent = false;
+	TimestampTz now;
+	MaintenanceEnd end = MAINTENANCE_FAILED;
 	char	   *dbname;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -638,9 +728,17 @@ distlock_maintenance_main(Datum arg)
 	SpinLockRelease(&worker_shared->mutex);
 	if (slot == NULL || (other != 0 && BackendPidGetProc(other) != NULL))
 		proc_exit(0);
+	now = GetCurrentTimestamp();
 	SpinLockAcquire(&worker_shared->mutex);
-	/* ... and none came in between */
-	if (slot->paused_until <= GetCurrentTimestamp() &&
+
+	/*
+	 * ... and none came in between.  The launcher frees a slot without a
+	 * worker or a pause, and may have freed this one meanwhile (or given it
+	 * to another database): take one again.
+	 */
+	if (slot->dbid != dbid)
+		slot = worker_slot(dbid, true);
+	if (slot != NULL && slot->paused_until <= now &&
 		(slot->pid == other || slot->pid == 0))
 		slot->pid = MyProcPid;
 	else
@@ -649,7 +747,7 @@ distlock_maintenance_main(Datum arg)
 	if (slot == NULL)
 		proc_exit(0);
 	maintenance_slot = slot;
-	before_shmem_exit(maintenance_on_exit, BoolGetDatum(false));
+	before_shmem_exit(maintenance_on_exit, Int32GetDatum(MAINTENANCE_FAILED));
 
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	pgstat_report_appname("distlock maintenance");
@@ -661,6 +759,15 @@ distlock_maintenance_main(Datum arg)
 	StartTransactionCommand();
 	dbname = MemoryContextStrdup(TopMemoryContext,
 								 get_database_name(MyDatabaseId));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	PushActiveSnapshot(GetTransactionSnapshot());
+	settings_at_start = maintenance_settings();
+	if (settings_at_start != NULL)
+		settings_at_start = MemoryContextStrdup(TopMemoryContext,
+												settings_at_start);
+	SPI_finish();
+	PopActiveSnapshot();
 	CommitTransactionCommand();
 
 	for (;;)
@@ -679,7 +786,7 @@ distlock_maintenance_main(Datum arg)
 		more = maintenance_pass();
 		if (more < 0)
 		{
-			absent = true;
+			end = more == -1 ? MAINTENANCE_ABSENT : MAINTENANCE_RESTART;
 			break;
 		}
 		if (more)
@@ -691,6 +798,6 @@ distlock_maintenance_main(Datum arg)
 	}
 
 	/* the callback registered above then finds nothing left to do */
-	maintenance_on_exit(0, BoolGetDatum(absent));
+	maintenance_on_exit(0, Int32GetDatum(end));
 	proc_exit(0);
 }

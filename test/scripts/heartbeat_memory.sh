@@ -8,10 +8,11 @@
 # distlock.sessions; with distlock.heartbeat_persist_ahead = 0 every beat
 # writes.  A reap in another database that shares the bound of sessions
 # expired in shared memory leaves this database's expired session to its
-# claims, which reap it in passing.  Then crashes (immediate shutdown, crash recovery at the next
-# start): a session beaten just before keeps at least its last promise and
-# at most the margin more, and the next beat makes the promise exact again;
-# so does one beaten for longer than that margin.
+# claims, which reap it in passing.  Then crashes (immediate shutdown,
+# crash recovery at the next start): a session beaten just before keeps at
+# least its last promise and at most the margin more, and the next beat
+# makes the promise exact again; so does one beaten for longer than that
+# margin.
 # Last, a beat that wrote its row with synchronous_commit off, followed at
 # once by a beat that relies on that row, then a crash: the second beat
 # must have written (and flushed) the row, since the first one's record

@@ -5,7 +5,8 @@
 # database with distlock are in pg_stat_activity; an expired session is
 # reaped within about a second (distlock.maintenance_naptime) without any
 # call, and its job handed back; finished jobs past distlock.job_retention
-# are deleted and nothing else is; DROP DATABASE, CREATE DATABASE ...
+# are deleted and nothing else is, and a database's own retention (ALTER
+# DATABASE ... SET) reaches its worker, which starts again; DROP DATABASE, CREATE DATABASE ...
 # TEMPLATE and ALTER DATABASE ... RENAME work while a worker is connected;
 # distlock.maintenance_databases narrows what is served; a worker killed
 # (a crash, and the server's restart) comes back.  Then maintain() on a
@@ -68,6 +69,21 @@ psql -c "SELECT distlock.cancel(id) FROM distlock.jobs WHERE queue = 'r' AND sta
 psql -c "ALTER SYSTEM SET distlock.job_retention = '1s'" -c "SELECT pg_reload_conf()" >/dev/null
 check "finished jobs past distlock.job_retention are deleted" \
 	"$(wait_for "SELECT string_agg(status::text, ',' ORDER BY status) FROM distlock.jobs WHERE queue = 'r'" "pending,running,running" 15)" ok
+# A database's own setting reaches its worker (the server applies it only
+# when a connection starts): the worker starts again, keeps what the
+# database keeps, and goes back to the server's setting once it is reset.
+worker_pid="SELECT pid FROM pg_stat_activity WHERE datname = 'postgres' AND backend_type = 'distlock maintenance'"
+pid=$(psql -At -c "$worker_pid")
+psql -c "ALTER DATABASE postgres SET distlock.job_retention = '1h'" >/dev/null
+check "a worker whose database's settings change starts again" \
+	"$(wait_for "SELECT count(*) FROM ($worker_pid) w WHERE pid <> $pid" 1 15)" ok
+psql -c "SELECT distlock.complete(id, '$sid', '{\"kept\": true}') FROM distlock.jobs WHERE queue = 'r' AND status = 'running' ORDER BY id LIMIT 1" >/dev/null
+sleep 3
+check "... and keeps finished jobs for the database's distlock.job_retention, not the server's" \
+	"$(psql -At -c "SELECT string_agg(status::text, ',' ORDER BY status) FROM distlock.jobs WHERE queue = 'r'")" "pending,running,completed"
+psql -c "ALTER DATABASE postgres RESET distlock.job_retention" >/dev/null
+check "... until it is reset" \
+	"$(wait_for "SELECT string_agg(status::text, ',' ORDER BY status) FROM distlock.jobs WHERE queue = 'r'" "pending,running" 15)" ok
 psql -c "ALTER SYSTEM RESET distlock.job_retention" -c "SELECT pg_reload_conf()" >/dev/null
 
 # commands that need a database to themselves

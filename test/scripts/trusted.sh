@@ -2,7 +2,8 @@
 # test/scripts/trusted.sh -- a database owner who is not a superuser can
 # install distlock (it is trusted), hand it on to an application role, and
 # administer that role's objects; the application role cannot touch the
-# owner's.
+# owner's.  Whoever installed or updated it, the database's owner, even
+# after ALTER DATABASE ... OWNER TO, may back it up (pg_dump).
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 test_cluster_start trusted
@@ -40,6 +41,21 @@ privileges_of() {
 owner_privileges="jobs:INSERT,SELECT jobs_id_seq:SELECT,UPDATE limits:INSERT,SELECT locks:INSERT,SELECT queue_grants:INSERT,SELECT schema:USAGE* sessions:INSERT,SELECT throttles:INSERT,SELECT token_epoch:INSERT,SELECT token_seq:SELECT,UPDATE"
 check "the owner holds exactly: USAGE on the schema, to grant on; SELECT and INSERT on the tables, SELECT and UPDATE on the sequences, to back up and restore" \
 	"$(privileges_of dbo)" "$owner_privileges"
+check "... and so does the database's owner, whoever it is (pg_database_owner)" \
+	"$(privileges_of pg_database_owner)" "$owner_privileges"
+
+# What the database's owner may do, by name or through pg_database_owner.
+owner_can() {
+	psql -At -d appdb -c "SELECT has_schema_privilege('$1', 'distlock', 'USAGE WITH GRANT OPTION'),
+		has_table_privilege('$1', 'distlock.jobs', 'SELECT'),
+		has_table_privilege('$1', 'distlock.throttles', 'INSERT'),
+		has_sequence_privilege('$1', 'distlock.token_seq', 'UPDATE'),
+		has_table_privilege('$1', 'distlock.jobs', 'UPDATE')"
+}
+dumps() {
+	as_owner "$PG_BINDIR/pg_dump" -h "$PGHOST" -p "$PGPORT" -U "$1" -f /dev/null appdb 2>&1 &&
+		echo dumped
+}
 
 as_dbo -c "GRANT USAGE ON SCHEMA distlock TO app"
 sid=$(as_app -c "SELECT distlock.session_open('1 hour', 'app')")
@@ -65,7 +81,9 @@ psql -At -U installer -d appdb -c "CREATE EXTENSION distlock" -c "GRANT USAGE ON
 check "a role with CREATE on the database installs it and owns it" \
 	"$(as_dbo -c "SELECT extowner::regrole FROM pg_extension WHERE extname = 'distlock'")" installer
 check "... holds what an owner holds" "$(privileges_of installer)" "$owner_privileges"
-check "... and the database's owner, USAGE on the schema to grant on" "$(privileges_of dbo)" "schema:USAGE*"
+check "... and the database's owner, USAGE on the schema to grant on and what a backup needs" \
+	"$(owner_can dbo)" "t|t|t|t|f"
+check "... and it backs it up" "$(dumps dbo)" dumped
 as_app -c "SELECT distlock.try_acquire('app-lock', 'app', '1 hour')" >/dev/null
 check "the database's owner may call it, and administers the application role's lock" \
 	"$(as_dbo -c "SELECT distlock.renew('app-lock', 'app', '2 hours'), distlock.release('app-lock', 'app')")" "t|t"
@@ -80,6 +98,22 @@ as_dbo -c "CREATE EXTENSION distlock"
 as_dbo -c "DROP EXTENSION distlock"
 check "the owner drops it again" \
 	"$(as_dbo -c "SELECT count(*) FROM pg_namespace WHERE nspname = 'distlock'")" 0
+
+# A superuser who updates the owner's install runs the update script as
+# itself: the owner must still be able to back it up.  So must a new owner
+# of the database, and the old one no longer (it did not install it).
+as_dbo -c "CREATE EXTENSION distlock VERSION '1.0'"
+psql -d appdb -c "ALTER EXTENSION distlock UPDATE"
+check "updated by a superuser, the owner's install is backed up by the owner" \
+	"$(owner_can dbo) $(dumps dbo)" "t|t|t|t|f dumped"
+as_dbo -c "DROP EXTENSION distlock"
+psql -d appdb -c "CREATE EXTENSION distlock"
+psql -c "CREATE ROLE dbo2 LOGIN" -c "ALTER DATABASE appdb OWNER TO dbo2"
+check "a superuser's install is backed up by the database's new owner" \
+	"$(owner_can dbo2) $(dumps dbo2)" "t|t|t|t|f dumped"
+check "... and no longer by the old one" "$(owner_can dbo)" "f|f|f|f|f"
+psql -c "ALTER DATABASE appdb OWNER TO dbo" -c "DROP ROLE dbo2"
+psql -d appdb -c "DROP EXTENSION distlock"
 
 # The install grants the database's owner USAGE on the schema by name: a
 # name that needs quoting must reach GRANT quoted once.

@@ -4,7 +4,8 @@
 # For each upgrade script sql/distlock--A--B.sql: install version A, put
 # state in it, ALTER EXTENSION distlock UPDATE to the default version, and
 # compare pg_dump --schema-only of the result with a fresh install of the
-# default version; the state must survive the update and keep working.
+# default version; the state must survive the update and keep working,
+# and a dump of version A, restored into A and updated, too.
 # (pg_dump --schema-only shows only "CREATE EXTENSION" for an extension, so
 # the comparison is of test/scripts/catalog.sql's listing of its objects.
 # While the default version has no full script of its own, a fresh install
@@ -53,6 +54,8 @@ UPDATE distlock.jobs SET finished_at = now() WHERE status = 'completed';
 INSERT INTO distlock.throttles (name, every, burst, permits, refilled_at, granted_at, created_by)
 	VALUES ('t', '1 hour', 3, 1, now(), now(), 'producer');
 SQL
+	as_owner "$PG_BINDIR/pg_dump" -h "$PGHOST" -p "$PGPORT" -U postgres -Fc \
+		-f "$dir/$db.dump" "$db"
 	psql -d "$db" -c "ALTER EXTENSION distlock UPDATE"
 	version=$(psql -At -d "$db" -c "SELECT extversion FROM pg_extension WHERE extname = 'distlock'")
 	if [ "$version" = "$current" ]; then
@@ -90,6 +93,24 @@ SQL
 		echo "ok - $from -> $current: another role's jobs are in its queue, its throttle its own"
 	else
 		echo "not ok - $from -> $current: another role's state after update is '$state'"
+	fi
+	# a dump of version A restores into A created beforehand (pg_dump's
+	# CREATE EXTENSION names no version), then updates like the original
+	psql -c "CREATE DATABASE ${db}_restored"
+	psql -d "${db}_restored" -c "CREATE EXTENSION distlock VERSION '$from'" >/dev/null
+	as_owner "$PG_BINDIR/pg_restore" -h "$PGHOST" -p "$PGPORT" -U postgres \
+		-d "${db}_restored" "$dir/$db.dump" 2>"$dir/$db.restore.err" || true
+	psql -d "${db}_restored" -c "ALTER EXTENSION distlock UPDATE" 2>>"$dir/$db.restore.err" || true
+	state=$(psql -At -d "${db}_restored" -c "SELECT
+		(SELECT string_agg(queue || ':' || status || ':' || queue_owner, ','
+						   ORDER BY queue, status) FROM distlock.jobs),
+		(SELECT owner || ':' || permits FROM distlock.throttles)" 2>&1 || true)
+	if [ "$state" = "pq:pending:producer,pq:completed:producer,q:pending:postgres|producer:1" ] &&
+		[ ! -s "$dir/$db.restore.err" ]; then
+		echo "ok - a $from dump restores into $from and updates to $current"
+	else
+		echo "not ok - a $from dump restored and updated: '$state'"
+		sed 's/^/# /' "$dir/$db.restore.err"
 	fi
 done
 if [ "$found" -eq 0 ]; then

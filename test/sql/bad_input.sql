@@ -40,6 +40,13 @@ SELECT call, attempt(bind(call)) AS outcome FROM (VALUES
 	('distlock.try_acquire(''n'', ''o'', ''-1000 months 30001 days'')'),
 	('distlock.try_acquire(''n'', ''o'', ''1 minute'', min_hold => ''-12 months 365 days'')'),
 	('distlock.session_open(''-12 months 363 days'')'),
+	-- months of the other sign than days or time: 6 days by one rule,
+	-- one by the other; days and time may mix
+	('distlock.session_open(''-12 months 366 days'')'),
+	('distlock.session_open(''1 month -1 second'')'),
+	('distlock.session_close(distlock.session_open(''1 day -1 hour''))'),
+	-- 366 days with months of 30 days, over a year on the calendar
+	('distlock.session_open(''12 months 6 days'')'),
 	('distlock.try_acquire(''n'', ''o'', ''1 minute'', ''00000000-0000-0000-0000-000000000000'')'),
 	('distlock.try_acquire(''n'', ''o'', ''1 minute'', <dead>)'),
 	('distlock.try_acquire(''n'', ''o'', ''1 minute'', ''not-a-uuid'')'),

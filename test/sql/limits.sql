@@ -110,6 +110,26 @@ RESET ROLE;
 SELECT max_sessions, max_throttles, max_payload, max_locks, max_grants
   FROM distlock.limits WHERE role = 'lim_app'::regrole;
 
+-- a role that moves its rows to a group it belongs to cannot pass the
+-- group's limit that way (an administrator may: it sets the limits)
+CREATE ROLE lim_group;
+CREATE ROLE lim_member IN ROLE lim_group;
+GRANT USAGE ON SCHEMA distlock TO lim_member;
+SELECT distlock.set_limit('sessions', 2, 'lim_group'),
+	   distlock.set_limit('sessions', 2, 'lim_member');
+SET ROLE lim_member;
+SELECT count(distlock.session_open('1 hour')) FROM generate_series(1, 2);
+SELECT sessions FROM distlock.reassign_owned('lim_member', 'lim_group');
+SELECT count(distlock.session_open('1 hour')) FROM generate_series(1, 2);
+SELECT attempt('distlock.reassign_owned(''lim_member'', ''lim_group'')');
+RESET ROLE;
+SELECT created_by, count(*) FROM distlock.sessions
+ WHERE created_by::text IN ('lim_member', 'lim_group') GROUP BY 1 ORDER BY 1;
+SELECT sessions FROM distlock.reassign_owned('lim_member', 'lim_group');
+SELECT sessions FROM distlock.drop_owned('lim_group');
+REVOKE USAGE ON SCHEMA distlock FROM lim_member;
+DROP ROLE lim_member, lim_group;
+
 -- clean up
 SELECT * FROM distlock.drop_owned('lim_app');
 SELECT * FROM distlock.drop_owned('lim_other');

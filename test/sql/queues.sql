@@ -52,6 +52,18 @@ SELECT r, p, distlock.has_queue_privilege(r::regrole, 'orders', p, 'q_owner')
 	   unnest(ARRAY['enqueue', 'claim', 'manage']) p
  ORDER BY r, p;
 RESET ROLE;
+-- a query the planner may run in parallel still asks (it is parallel
+-- unsafe: it reads the latest grants and sets its own settings, neither
+-- of which a parallel query may)
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+				  THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END,
+				  'on', false) AS parallel;
+SET ROLE q_stranger;
+SELECT distlock.has_queue_privilege('q_worker', 'orders', 'claim', 'q_owner');
+RESET ROLE;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+				  THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END,
+				  'off', false) AS parallel;
 
 -- the producer enqueues into the owner's queue; dedup keys are the
 -- queue's, shared with the owner's jobs, but another producer's job is

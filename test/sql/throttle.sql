@@ -169,3 +169,13 @@ SELECT owner, name, created_by FROM distlock.throttles
 DELETE FROM distlock.throttles WHERE owner::text LIKE 'throttle\_%';
 REVOKE USAGE ON SCHEMA distlock FROM throttle_alice, throttle_bob;
 DROP ROLE throttle_alice, throttle_bob, throttle_shared;
+
+-- a row added by hand (a restore writes rows directly) with an every that
+-- throttle() would have refused: throttle_status() says so (XX001) instead
+-- of dividing by it
+INSERT INTO distlock.throttles (owner, name, every, burst, permits,
+		refilled_at, granted_at, created_by)
+	VALUES (current_user::regrole, 'by hand', '0', 1, 0, now(), now(),
+			current_user::regrole);
+SELECT attempt('distlock.throttle_status(''by hand'')');
+DELETE FROM distlock.throttles WHERE name = 'by hand';

@@ -36,8 +36,9 @@ SELECT distlock.release('ep', 'a');
 -- A restore or pg_upgrade into another cluster brings that cluster's row
 -- along (beside the one CREATE EXTENSION wrote) and a sequence that may be
 -- in a later epoch.  No lease is granted (55000) until maintain() has
--- rebased in a transaction of its own, on the sequence's epoch.  Each
--- backend checks once per timeline, hence the new connections.
+-- rebased in a transaction of its own, on the epoch after the sequence's
+-- (the dumped server may have granted more since).  Each backend checks
+-- once per timeline, hence the new connections.
 SELECT setval('distlock.token_seq', (3 * 2 ^ 40)::bigint + 5) > 0 AS set;
 INSERT INTO distlock.token_epoch VALUES (42, 7);
 \c
@@ -50,10 +51,10 @@ SELECT distlock.try_acquire('ep', 'b');
 ROLLBACK;
 SELECT count(*) AS rows FROM distlock.token_epoch;
 SELECT reaped FROM distlock.maintain();
-SELECT count(*) AS rows, bool_and(e.base = 3) AS base_3,
+SELECT count(*) AS rows, bool_and(e.base = 4) AS base_4,
 	   bool_and(e.system_identifier = c.system_identifier) AS this_cluster
 FROM distlock.token_epoch e, pg_control_system() c;
-SELECT distlock.try_acquire('ep', 'b') - 3 * 2 ^ 40 AS in_epoch_3;
+SELECT distlock.try_acquire('ep', 'b') - 4 * 2 ^ 40 AS in_epoch_4;
 SELECT distlock.release('ep', 'b');
 -- a second maintain() finds nothing to rebase
 SELECT reaped FROM distlock.maintain();
@@ -70,12 +71,12 @@ SELECT distlock.try_acquire('ep2', 'a') - 5 * 2 ^ 40 AS next;
 SELECT distlock.release('ep', 'a'), distlock.release('ep2', 'a');
 
 -- an empty table counts as another cluster's: refused, then rebased on the
--- sequence's epoch, nothing goes back
+-- epoch after the sequence's, nothing goes back
 DELETE FROM distlock.token_epoch;
 \c
 SELECT attempt('distlock.try_acquire(''ep'', ''b'')');
 SELECT reaped FROM distlock.maintain();
-SELECT distlock.try_acquire('ep', 'b') - 5 * 2 ^ 40 AS in_epoch_5;
+SELECT distlock.try_acquire('ep', 'b') - 6 * 2 ^ 40 AS in_epoch_6;
 SELECT base FROM distlock.token_epoch;
 SELECT distlock.release('ep', 'b');
 
@@ -89,14 +90,14 @@ UPDATE distlock.token_epoch SET base = -1;
 -- timeline, or a restore's sequence arriving after the rebase, in life) is
 -- in an epoch the next timeline draws from: refused with 54000, nothing
 -- granted, until maintain() has rebased on the sequence's epoch
-SELECT distlock.try_acquire('ep', 'a') - 5 * 2 ^ 40 AS in_epoch_5;
-SELECT setval('distlock.token_seq', (6 * 2 ^ 40)::bigint) > 0 AS set;
+SELECT distlock.try_acquire('ep', 'a') - 6 * 2 ^ 40 AS in_epoch_6;
+SELECT setval('distlock.token_seq', (7 * 2 ^ 40)::bigint) > 0 AS set;
 SELECT attempt('distlock.try_acquire(''ep2'', ''a'')');
 SELECT distlock.try_acquire('ep2', 'a');
 SELECT owner FROM distlock.locks WHERE name = 'ep2';
 SELECT reaped FROM distlock.maintain();
 SELECT base FROM distlock.token_epoch;
-SELECT distlock.try_acquire('ep2', 'a') - 6 * 2 ^ 40 AS in_epoch_6;
+SELECT distlock.try_acquire('ep2', 'a') - 7 * 2 ^ 40 AS in_epoch_7;
 SELECT distlock.release('ep', 'a'), distlock.release('ep2', 'a');
 
 -- a sequence set back by hand: a grant whose token would not be above the
