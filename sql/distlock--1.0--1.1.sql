@@ -85,7 +85,7 @@ COMMENT ON FUNCTION distlock.maintain(boolean) IS
 -- reap() and the reaping claims do in passing take only the sessions of
 -- roles whose privileges the caller has (src/session.c, session_reaper()).
 COMMENT ON FUNCTION distlock.reap() IS
-	'delete the expired sessions of roles whose privileges the caller has (an administrator: of every role) and return their running jobs to pending; returns the number reaped';
+	'delete the expired sessions of roles whose privileges the caller has, and those whose running jobs are all in queues it may claim from or manage (an administrator: every one), and return their running jobs to pending; returns the number reaped';
 
 --
 -- Fencing tokens across failover (src/token.c).  A token is
@@ -167,14 +167,25 @@ COMMENT ON FUNCTION distlock.throttle_status(text, regrole) IS
 -- UPDATE, or installs distlock, and a new owner after ALTER DATABASE ...
 -- OWNER TO, leave the owner with what it needs.  Any role with CREATE on
 -- the database may install a trusted extension: the database's owner
--- administers it all the same, and gets USAGE on the schema with the right
--- to grant it, as the extension's owner does.
+-- administers it all the same, and gets USAGE on the schema, and by name
+-- the right to grant it, as the extension's owner does.  By name, so that
+-- the grants it makes name it as their grantor: granted through
+-- pg_database_owner, they would name that role, and a dump would restore
+-- them with SET SESSION AUTHORIZATION pg_database_owner, which only a
+-- superuser may.
 --
 GRANT SELECT, INSERT ON distlock.locks, distlock.sessions, distlock.jobs,
 	distlock.throttles, distlock.token_epoch TO @extowner@, pg_database_owner;
 GRANT SELECT, UPDATE ON distlock.token_seq, distlock.jobs_id_seq
 	TO @extowner@, pg_database_owner;
-GRANT USAGE ON SCHEMA distlock TO pg_database_owner WITH GRANT OPTION;
+GRANT USAGE ON SCHEMA distlock TO pg_database_owner;
+DO $$
+BEGIN
+	EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA distlock TO %I WITH GRANT OPTION',
+		(SELECT pg_catalog.pg_get_userbyid(d.datdba) FROM pg_catalog.pg_database d
+		  WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()));
+END
+$$;
 
 --
 -- A role's rows, for an administrator (src/admin.c): as REASSIGN OWNED and

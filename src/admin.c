@@ -56,6 +56,15 @@ PG_FUNCTION_INFO_V1(distlock_drop_owned);
 #define ADMIN_KINDS 5			/* sessions, locks, jobs, throttles, grants */
 
 /*
+ * The limit (limits.c) on the count of rows of each kind; jobs have none
+ * (DL_LIMIT_PAYLOAD, a limit on sizes, stands for none).
+ */
+static const DistlockLimit admin_limits[ADMIN_KINDS] = {
+	DL_LIMIT_SESSIONS, DL_LIMIT_LOCKS, DL_LIMIT_PAYLOAD, DL_LIMIT_THROTTLES,
+	DL_LIMIT_GRANTS
+};
+
+/*
  * A running job is held by its worker, whose acknowledgement must update
  * it: only a role that may act for the job's queue may lock it (the queue's
  * owner, or an administrator), so that no producer cleaning up its own rows
@@ -268,7 +277,14 @@ distlock_reassign_owned(PG_FUNCTION_ARGS)
 	}
 	/* an administrator may pass limits, which it sets */
 	if (values[0] != values[1] && !dl_is_admin(&call))
-		dl_limit_after_move(DatumGetObjectId(values[1]));
+	{
+		for (int i = 0; i < ADMIN_KINDS; i++)
+		{
+			if (counts[i] > 0 && admin_limits[i] != DL_LIMIT_PAYLOAD)
+				dl_limit_after_move(admin_limits[i],
+									DatumGetObjectId(values[1]));
+		}
+	}
 	dl_leave(&call);
 
 	PG_RETURN_DATUM(admin_result(fcinfo, counts));

@@ -235,7 +235,7 @@ typedef enum DistlockLimit
 extern void dl_limit_lock(DistlockLimit which, Oid role);
 extern void dl_limit_count(DistlockLimit which, Oid role);
 extern void dl_limit_count_locks(Oid role, Datum name);
-extern void dl_limit_after_move(Oid role);
+extern void dl_limit_after_move(DistlockLimit which, Oid role);
 extern void dl_limit_size(Datum value, const char *what, Oid role);
 
 /* advisory.c */
@@ -419,7 +419,14 @@ extern bool dl_job_visible(DistlockCall *call, Oid creator, Oid owner,
  */
 #define DL_JOB_VISIBLE(caller, j) \
 	"(distlock.may_act_for(" caller ", " j ".created_by)" \
-	" OR distlock.may_act_for(" caller ", " j ".queue_owner)" \
+	" OR " DL_QUEUE_TAKES(caller, j) ")"
+
+/*
+ * Whether role caller may claim from or manage the queue of job j: take
+ * any of its jobs, or hold one (a cancel in an open transaction).
+ */
+#define DL_QUEUE_TAKES(caller, j) \
+	"(distlock.may_act_for(" caller ", " j ".queue_owner)" \
 	" OR EXISTS (SELECT FROM distlock.queue_grants g" \
 	"  WHERE g.owner = " j ".queue_owner AND g.queue = " j ".queue" \
 	"  AND " DL_GRANT_OF_ROLES("g") \

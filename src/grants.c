@@ -258,13 +258,14 @@ grants_change(FunctionCallInfo fcinfo, bool grant, const char *fname)
 	 * new is read under the limit's lock, so that a grant found to exist,
 	 * which a revoke in flight may yet delete and this grant then insert
 	 * again, is ordered against the role's other new grants all the same.
+	 * A revoke takes the lock too, before the rows: a transaction that
+	 * revokes and then grants would otherwise hold a grant's row while
+	 * waiting for the lock, against a re-grant of that row holding the
+	 * lock while waiting for the row.
 	 */
-	if (grant)
-	{
-		dl_limit_lock(DL_LIMIT_GRANTS, owner);
-		if (dl_exec_latest(&grant_exists_stmt, values, NULL) == 0)
-			dl_limit_count(DL_LIMIT_GRANTS, owner);
-	}
+	dl_limit_lock(DL_LIMIT_GRANTS, owner);
+	if (grant && dl_exec_latest(&grant_exists_stmt, values, NULL) == 0)
+		dl_limit_count(DL_LIMIT_GRANTS, owner);
 	dl_exec(grant ? &grant_stmt : &revoke_stmt, values, NULL, 0);
 	if (!grant)
 		dl_exec(&revoke_empty_stmt, values, NULL, 0);

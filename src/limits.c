@@ -358,38 +358,30 @@ distlock_set_limit(PG_FUNCTION_ARGS)
 }
 
 /*
- * After rows of kinds sessions, lock names, throttles and queue grants were
- * given to role (reassign_owned() by a role that is no administrator):
- * raise 53400 if it now has more of any than its limit, so that a role
- * cannot pass its limits by moving its rows to a role whose privileges it
- * has and creating more.
+ * After rows of kind which (not sizes) were given to role
+ * (reassign_owned() by a role that is no administrator): raise 53400 if it
+ * now has more than its limit, so that a role cannot pass its limits by
+ * moving its rows to a role whose privileges it has and creating more.
  */
 void
-dl_limit_after_move(Oid role)
+dl_limit_after_move(DistlockLimit which, Oid role)
 {
-	static const DistlockLimit kinds[] = {DL_LIMIT_SESSIONS, DL_LIMIT_LOCKS,
-	DL_LIMIT_THROTTLES, DL_LIMIT_GRANTS};
+	int32		limit = limit_value(which, role);
+	int64		count;
+	Datum		values[2];
 
-	for (int i = 0; i < lengthof(kinds); i++)
+	if (limit == PG_INT32_MAX)
+		return;
+	if (which == DL_LIMIT_LOCKS)
+		count = limit_count_locks(role, limit + 1, (Datum) 0);
+	else
 	{
-		DistlockLimit which = kinds[i];
-		int32		limit = limit_value(which, role);
-		int64		count;
-		Datum		values[2];
-
-		if (limit == PG_INT32_MAX)
-			continue;
-		if (which == DL_LIMIT_LOCKS)
-			count = limit_count_locks(role, limit + 1, (Datum) 0);
-		else
-		{
-			dl_limit_lock(which, role);
-			values[0] = ObjectIdGetDatum(role);
-			values[1] = Int32GetDatum(limit + 1);
-			dl_exec_latest(&count_stmts[which], values, NULL);
-			count = dl_getint64(0, 1);
-		}
-		/* more than the limit: it has reached it, and one over */
-		limit_check(which, role, count - 1, limit);
+		dl_limit_lock(which, role);
+		values[0] = ObjectIdGetDatum(role);
+		values[1] = Int32GetDatum(limit + 1);
+		dl_exec_latest(&count_stmts[which], values, NULL);
+		count = dl_getint64(0, 1);
 	}
+	/* more than the limit: it has reached it, and one over */
+	limit_check(which, role, count - 1, limit);
 }

@@ -6,9 +6,10 @@
  * A job is a row of distlock.jobs.  claim() moves due pending jobs to
  * running for a live session, skipping the jobs other transactions hold
  * (SKIP LOCKED), so concurrent claimers never wait for each other and never
- * receive the same job.  Before claiming, it reaps sessions that have
- * expired, so their running jobs are claimable at once whether or not
- * reap() has run.  Each claim and acknowledgement is written twice, side
+ * receive the same job.  Before claiming, it reaps the caller's roles'
+ * sessions that have expired, so their running jobs are claimable at once
+ * whether or not reap() has run (another role's wait for that role, the
+ * background worker or an administrator: session.c).  Each claim and acknowledgement is written twice, side
  * by side below: as a statement through SPI, and as the same index scan,
  * row lock and update made directly through the table AM (tables.c says
  * how, and when the direct way applies: at READ COMMITTED, by default).

@@ -58,8 +58,8 @@
  * a session that no longer exists.
  *
  * Only a role that may act for the session's creator (access.c) may use,
- * heartbeat or close it; anyone may judge whether it is live, and reap()
- * tidies expired sessions of every role.
+ * heartbeat, close or reap it (session_reaper() says why reaping too);
+ * anyone may judge whether it is live.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -89,8 +89,9 @@
 #include "compat.h"
 #include "distlock.h"
 
-/* see dl_reap_expired() */
+/* see dl_reap_expired() and dl_reap_some() */
 #define REAP_VAIN_BACKOFF	USECS_PER_SEC
+#define REAP_SOME_WALK		10
 
 PG_FUNCTION_INFO_V1(distlock_session_open);
 PG_FUNCTION_INFO_V1(distlock_heartbeat);
@@ -168,17 +169,20 @@ static DistlockStmt delete_stmt = {
 };
 
 /*
- * Sessions expired at $1, in order of expiry from ($3, $4) on, of roles
- * whose privileges role $5 has (0: of every role): the candidates for
+ * Sessions expired at $1, in order of expiry from ($3, $4) on, that role
+ * $5 may reap (0: every one; see session_reaper()): the candidates for
  * reaping, read without locking them (session_lock_version() locks each
  * one).
  */
 static DistlockStmt find_expired_stmt = {
-	"SELECT id, expires_at, ctid FROM distlock.sessions"
+	"SELECT id, expires_at, ctid FROM distlock.sessions s"
 	" WHERE expires_at <= $1 AND (expires_at, id) > ($3, $4)"
-	" AND ($5 = 0 OR pg_has_role($5, created_by, 'USAGE'))"
+	" AND ($5::oid = 0 OR pg_has_role($5::oid, created_by, 'USAGE')"
+	"  OR NOT EXISTS (SELECT FROM distlock.jobs j"
+	"   WHERE j.session_id = s.id AND j.status = 'running'"
+	"   AND NOT " DL_QUEUE_TAKES("$5", "j") "))"
 	" ORDER BY expires_at, id LIMIT $2",
-	5, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, UUIDOID, OIDOID}
+	5, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, UUIDOID, REGROLEOID}
 };
 
 /* What a session row, once locked, says about the session. */
@@ -641,33 +645,44 @@ session_running_left(Datum session_id)
 	return found;
 }
 
+/* How session_end() ends a session. */
+typedef enum SessionEnd
+{
+	SESSION_END_CLOSE,			/* session_close(): waits for held jobs */
+	SESSION_END_DROP,			/* drop_owned(): all its jobs locked already */
+	SESSION_END_REAP			/* a reap: hands back what it can */
+} SessionEnd;
+
 /*
  * Hand back session_id's running jobs and delete it; its row is locked.  A
- * close (wait) waits for job rows somebody holds; a reap skips them and
- * then keeps the session, expired, for a later reap.  Either way the
- * session is deleted only if none of its jobs is running as committed now:
- * at REPEATABLE READ and SERIALIZABLE the statements see the transaction's
- * snapshot, and a job claimed for the session since then (before the use
- * lock was ours) would be left without its session.  A close then fails
- * with 40001, and a reap keeps the session.  Returns whether it was
- * deleted.
+ * close waits for job rows somebody holds; a reap skips them and then
+ * keeps the session, expired, for a later reap; a drop has locked them
+ * all.  Either way the session is deleted only if none of its jobs is
+ * running as committed now: at REPEATABLE READ and SERIALIZABLE the
+ * statements see the transaction's snapshot, and a job claimed for the
+ * session since then (before the use lock was ours) would be left without
+ * its session.  A close and a drop then fail with 40001, which undoes the
+ * jobs handed back (the session may be live, and its worker still running
+ * them), and a reap keeps the session, dead anyway.  Returns whether it
+ * was deleted.
  */
 static bool
-session_end(Datum session_id, TimestampTz now, const char *why, bool wait)
+session_end(Datum session_id, TimestampTz now, const char *why,
+			SessionEnd how)
 {
 	Datum		values[3];
 
 	values[0] = session_id;
 	values[1] = TimestampTzGetDatum(now);
 	values[2] = CStringGetTextDatum(why);
-	dl_exec(wait ? &release_jobs_stmt : &release_free_jobs_stmt, values,
-			NULL, 0);
+	dl_exec(how == SESSION_END_CLOSE ? &release_jobs_stmt :
+			&release_free_jobs_stmt, values, NULL, 0);
 	dl_wake_for_jobs_back();
 	/* a reap ends many sessions in one call: keep no result per session */
 	SPI_freetuptable(SPI_tuptable);
 	if (session_running_left(session_id))
 	{
-		if (wait)
+		if (how != SESSION_END_REAP)
 			ereport(ERROR,
 					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 					 errmsg("could not serialize access due to a concurrent claim"),
@@ -752,7 +767,7 @@ session_reap_one(Datum id, ItemPointer tid, TimestampTz now)
 		return false;			/* in use: a later reap takes it */
 	locked = session_lock_version(tid, id, now);
 	session_unlock(id, SESSION_TAG_USE, ExclusiveLock);
-	return locked && session_end(id, now, "session expired", false);
+	return locked && session_end(id, now, "session expired", SESSION_END_REAP);
 }
 
 /*
@@ -848,6 +863,7 @@ session_reap_promised(TimestampTz now, int limit, Oid reaper, int *examined)
 																&isnull));
 
 			tid = lr.slot->tts_tid;
+			/* (not those whose jobs only are in the reaper's queues) */
 			found = !OidIsValid(reaper) || has_privs_of_role(reaper, creator);
 			*examined += found;
 		}
@@ -861,16 +877,20 @@ session_reap_promised(TimestampTz now, int limit, Oid reaper, int *examined)
 
 /*
  * Whose sessions the caller may reap: an administrator's reaps take every
- * role's (InvalidOid), anyone else's those of the roles it may act for.
+ * one (InvalidOid); anyone else's those of the roles it may act for, and
+ * those whose running jobs are all in queues it may claim from or manage
+ * (none, for a session without one).
  *
  * A reap hands a dead session's running jobs back in the reaper's
  * transaction, which holds them until it ends: while it is open, no other
  * transaction sees them pending, and the next reap skips the session, as
- * its rows are held.  A role that reaped another role's sessions in an
- * open transaction (a reap(), or the claim of a worker that claims and
- * works in one transaction) would hold that role's jobs for as long as it
- * liked.  Reaping its own, or those of a role whose privileges it has, it
- * holds only jobs it could hold anyway, by closing those sessions.
+ * its rows are held.  A role that reaped any role's sessions in an open
+ * transaction (a reap(), or the claim of a worker that claims and works in
+ * one transaction) would hold other roles' jobs for as long as it liked.
+ * Reaping only these, it holds only jobs it could hold anyway: by closing
+ * those sessions, or by claiming (or cancelling) the jobs once another
+ * reap has handed them back.  So the workers of different roles that
+ * claim from one queue still reap each other's dead sessions in passing.
  */
 static Oid
 session_reaper(DistlockCall *call)
@@ -895,47 +915,66 @@ session_reap_first(Oid reaper, TimestampTz now, int limit, int *examined)
 }
 
 /*
- * Reap up to limit of the sessions that expired first before now, of the
- * roles the caller may act for, skipping those a call is using (this
- * transaction's own among them); returns how many were reaped.  For a
- * claim, which reaps in passing when some session has expired: one that
- * finds none of the caller's roles leaves this backend's claims of the
- * next REAP_VAIN_BACKOFF without reaping, so that a session of another
- * role, which the background worker, an administrator or that role's own
- * claims have yet to reap, costs a walk per backoff, not one per claim.
+ * Reap up to limit of the sessions that expired first before now and that
+ * the caller may reap (session_reaper()), skipping those a call is using
+ * (this transaction's own among them); returns how many were reaped.  For
+ * a claim, which reaps in passing when some session has expired: one that
+ * finds none it may reap leaves this backend's claims by the same role for
+ * the next REAP_VAIN_BACKOFF without reaping, so that a session it may
+ * not reap, which the background worker, an administrator or that
+ * session's role's own claims have yet to reap, costs a walk per backoff,
+ * not one per claim.  (A clock set back ends the backoff.)
  */
 int
 dl_reap_expired(DistlockCall *call, TimestampTz now, int limit)
 {
 	static TimestampTz vain_until = 0;
+	static Oid	vain_caller = InvalidOid;
 	int			examined;
 	int			reaped;
 
-	if (now < vain_until)
+	if (call->caller == vain_caller && now < vain_until &&
+		vain_until - now <= REAP_VAIN_BACKOFF)
 		return 0;
 	reaped = session_reap_first(session_reaper(call), now, limit, &examined);
-	if (examined == 0)
-		vain_until = now + REAP_VAIN_BACKOFF;
+	vain_caller = examined == 0 ? call->caller : InvalidOid;
+	vain_until = now + REAP_VAIN_BACKOFF;
 	return reaped;
 }
 
 /*
- * Reap up to limit of the sessions that expired first, of the roles the
- * caller may act for, skipping those a call is using; returns how many
+ * Reap up to limit of the sessions that expired first and that the caller
+ * may reap, skipping those a call is using; returns how many
  * were reaped.  For maintain(), whose passes each do a bounded amount.
+ * The walk goes on past sessions it cannot reap, up to REAP_SOME_WALK
+ * times limit of them: sessions some role keeps in use, at the head of
+ * the index, must not hold up the reaping of everyone else's.
  */
 int
 dl_reap_some(DistlockCall *call, int limit)
 {
+	ReapCursor	from = {DT_NOBEGIN};
+	Oid			reaper = session_reaper(call);
+	TimestampTz now = GetCurrentTimestamp();
+	int			reaped = 0;
+	int			walked = 0;
 	int			examined;
 
-	return session_reap_first(session_reaper(call), GetCurrentTimestamp(),
-							  limit, &examined);
+	do
+	{
+		reaped += session_reap_batch(now, DISTLOCK_REAP_BATCH, reaper, &from,
+									 &examined);
+		walked += examined;
+	} while (examined == DISTLOCK_REAP_BATCH && reaped < limit &&
+			 walked < REAP_SOME_WALK * limit);
+	examined = 0;
+	return reaped + session_reap_promised(now, DISTLOCK_REAP_BATCH, reaper,
+										  &examined);
 }
 
 /*
- * Reap every session expired now that no call is using, of the roles the
- * caller may act for, in batches; returns how many were reaped.  For
+ * Reap every session expired now that no call is using and that the
+ * caller may reap, in batches; returns how many were reaped.  For
  * reap().
  */
 int
@@ -1139,16 +1178,24 @@ bool
 dl_session_end_nowait(Datum session_id)
 {
 	Datum		values[1] = {session_id};
-	bool		isnull;
+	bool		locked = false;
 
 	if (session_used_by_me(session_id) ||
 		!session_lock(session_id, SESSION_TAG_USE, ExclusiveLock, true))
 		return false;
-	if (dl_exec(&lock_drop_stmt, values, NULL, 1) == 1 &&
-		dl_exec(&lock_drop_jobs_stmt, values, NULL, 1) == 1 &&
-		DatumGetBool(dl_getattr(0, 1, &isnull)) &&
+	if (dl_exec(&lock_drop_stmt, values, NULL, 1) == 1)
+	{
+		bool		isnull;
+
+		SPI_freetuptable(SPI_tuptable);
+		dl_exec(&lock_drop_jobs_stmt, values, NULL, 1);
+		locked = DatumGetBool(dl_getattr(0, 1, &isnull));
+	}
+	/* drop_owned() ends many sessions in one call: keep no result of each */
+	SPI_freetuptable(SPI_tuptable);
+	if (locked &&
 		session_end(session_id, GetCurrentTimestamp(),
-					"session dropped by an administrator", false))
+					"session dropped by an administrator", SESSION_END_DROP))
 		return true;
 	session_unlock(session_id, SESSION_TAG_USE, ExclusiveLock);
 	return false;
@@ -1193,7 +1240,7 @@ distlock_session_close(PG_FUNCTION_ARGS)
 				SESSION_LIVE;
 			if (live)
 				(void) session_end(session_id, GetCurrentTimestamp(),
-								   "session closed", true);
+								   "session closed", SESSION_END_CLOSE);
 			break;
 	}
 	dl_leave(&call);
@@ -1204,9 +1251,9 @@ distlock_session_close(PG_FUNCTION_ARGS)
 /*
  * reap() RETURNS integer
  *
- * Delete every expired session that no call is using, of the roles the
- * caller may act for, handing its running jobs back; returns how many
- * sessions it reaped.  Correctness never waits for this: claim() reaps in
+ * Delete every expired session that no call is using and that the caller
+ * may reap (session_reaper()), handing its running jobs back; returns how
+ * many sessions it reaped.  Correctness never waits for this: claim() reaps in
  * passing, and locks of dead sessions are free.
  */
 Datum

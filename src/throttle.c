@@ -149,7 +149,22 @@ throttle_read_row(DistlockStmt *stmt, text *name, Oid owner, ThrottleRow *row)
 		DatumGetTimestampTz(dl_getattr(0, THROTTLE_COL_REFILLED, &isnull));
 	row->every = DatumGetIntervalP(dl_getattr(0, THROTTLE_COL_EVERY, &isnull));
 	row->burst = DatumGetInt32(dl_getattr(0, THROTTLE_COL_BURST, &isnull));
+	/* throttle() stores only what it checked; a row added by hand may not */
+	if (TIMESTAMP_NOT_FINITE(row->refilled_at) || row->permits < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("throttle \"%s\" has a refilled_at or permits that no grant leaves",
+						text_to_cstring(name))));
 	return true;
+}
+
+/* Whether throttle (owner, name) exists as last committed. */
+static bool
+throttle_exists_now(text *name, Oid owner)
+{
+	Datum		values[2] = {PointerGetDatum(name), ObjectIdGetDatum(owner)};
+
+	return dl_exec_latest(&peek_stmt, values, NULL) > 0;
 }
 
 /*
@@ -208,8 +223,13 @@ throttle_take(text *name, Oid owner, Interval *every, int64 every_us,
 				limit_locked = true;
 				continue;
 			}
-			/* lose a race and we lock the winner's row */
-			dl_limit_count(DL_LIMIT_THROTTLES, owner);
+			/*
+			 * Lose a race and we lock the winner's row.  At REPEATABLE
+			 * READ and SERIALIZABLE a row committed since the snapshot is
+			 * not one more either: the insert then fails with 40001.
+			 */
+			if (!throttle_exists_now(name, owner))
+				dl_limit_count(DL_LIMIT_THROTTLES, owner);
 			now = GetCurrentTimestamp();
 			values[0] = PointerGetDatum(name);
 			values[1] = IntervalPGetDatum(every);
@@ -341,7 +361,7 @@ distlock_throttle_status(PG_FUNCTION_ARGS)
 						text_to_cstring(name))));
 	now = GetCurrentTimestamp();
 	every_us = dl_interval_usecs(row.every);
-	/* throttle() stores only what it checked; a row added by hand may not */
+	/* as throttle_read_row() */
 	if (every_us <= 0 || row.burst < 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),

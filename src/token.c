@@ -107,6 +107,16 @@ static DistlockStmt rebase_stmt = {
 	2, {INT8OID, INT8OID}
 };
 
+/*
+ * What a restore brought: the largest base any row names, and the largest
+ * token a lock row holds.
+ */
+static DistlockStmt restored_stmt = {
+	"SELECT (SELECT coalesce(max(base), 0) FROM distlock.token_epoch),"
+	" (SELECT coalesce(max(token), 0) FROM distlock.locks)",
+	0, {InvalidOid}
+};
+
 static DistlockStmt last_stmt = {
 	"SELECT last_value FROM distlock.token_seq",
 	0, {InvalidOid}
@@ -234,14 +244,20 @@ dl_token_prepare(void)
 /*
  * What base the table must be rebased on, or -1 if none: it holds no row
  * naming this cluster (a restore, pg_upgrade), and then the epoch after
- * the sequence's, or the sequence is past this timeline's epoch (2^40
- * grants on one timeline; a restore's sequence that arrived after the
- * table and after a rebase), and then the sequence's.
+ * every epoch the restore shows, or the sequence is past this timeline's
+ * epoch (2^40 grants on one timeline; a restore's sequence that arrived
+ * after the table and after a rebase), and then the sequence's.
  *
  * The epoch after: a dump of a server that went on granting while it was
  * taken, or after, carries a sequence below tokens that server handed out
  * since, for names whose rows the dump has from before (or does not have);
- * a cluster restored from it starts above all of them.
+ * a cluster restored from it starts above all of them.  The epochs a
+ * restore shows are the sequence's, the lock rows' tokens' and the bases
+ * of the rows it brought: pg_restore sets sequences after every table's
+ * rows, so a background worker rebases on a sequence not yet restored,
+ * and the tokens and bases carry the dumped server's epoch then.  (The
+ * sequence, once restored below the new epoch, is moved to the next epoch
+ * by the first grant that draws from it, and rebased on: dl_token_drawn().)
  */
 static int64
 token_rebase_on(void)
@@ -250,7 +266,11 @@ token_rebase_on(void)
 	int64		last = token_last() >> TOKEN_EPOCH_BITS;
 
 	if (!token_base(&base))
-		return last + 1;
+	{
+		dl_exec_latest(&restored_stmt, NULL, NULL);
+		return Max(last, Max(dl_getint64(0, 1),
+							 dl_getint64(0, 2) >> TOKEN_EPOCH_BITS)) + 1;
+	}
 	return last > base + (int64) GetWALInsertionTimeLine() - 1 ? last : -1;
 }
 
@@ -351,6 +371,33 @@ dl_token_drawn(int64 token)
 	 * looked: look again (which may raise the sequence further, under the
 	 * table's lock) before refusing.
 	 */
+	/*
+	 * A token below its epoch: the sequence was set back since this
+	 * backend raised it (a restore's SEQUENCE SET after the rebase, a
+	 * setval() by hand), and the token may have been handed out before,
+	 * as may tokens of the epoch drawn before the sequence went back.  So
+	 * move the sequence to the next epoch (setval() stays, whatever becomes
+	 * of this transaction) and refuse: grants then draw past their epoch,
+	 * and are refused until maintain() has rebased on the sequence's.
+	 */
+	if (ready_epoch >= 0 && (token >> TOKEN_EPOCH_BITS) < ready_epoch)
+	{
+		Oid			epochid = get_relname_relid("token_epoch",
+												dl_catalog()->schema);
+		Datum		next = Int64GetDatum((ready_epoch + 1) << TOKEN_EPOCH_BITS);
+
+		LockRelationOid(epochid, ShareRowExclusiveLock);
+		if (token_last() < DatumGetInt64(next))
+			dl_exec(&setval_stmt, &next, NULL, 0);
+		UnlockRelationOid(epochid, ShareRowExclusiveLock);
+		ready_timeline = 0;
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("fencing token %lld is below its epoch %lld",
+						(long long) token, (long long) ready_epoch),
+				 errdetail("distlock.token_seq was set back, as by a restore that set it after the rebase; it now stands at the next epoch."),
+				 errhint("Run SELECT distlock.maintain() once and commit; the background worker does when distlock is preloaded.")));
+	}
 	if (ready_epoch >= 0 && (token >> TOKEN_EPOCH_BITS) > ready_epoch)
 	{
 		ready_timeline = 0;

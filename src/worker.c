@@ -183,8 +183,7 @@ worker_leave_database(const char *dbname)
 	Oid			dbid;
 	pid_t		pid = 0;
 	WorkerDb   *slot;
-	TimestampTz until = GetCurrentTimestamp() +
-		DISTLOCK_PAUSE_SECS * USECS_PER_SEC;
+	TimestampTz until;
 
 	if (dbname == NULL || worker_shared == NULL)
 		return;
@@ -192,6 +191,7 @@ worker_leave_database(const char *dbname)
 	/* only for whoever may run the command: nobody else may stop a worker */
 	if (!OidIsValid(dbid) || !dl_database_owner(dbid))
 		return;
+	until = GetCurrentTimestamp() + DISTLOCK_PAUSE_SECS * USECS_PER_SEC;
 	SpinLockAcquire(&worker_shared->mutex);
 	slot = worker_slot(dbid, true);
 	if (slot != NULL)
@@ -480,13 +480,17 @@ launcher_round(List **dbs)
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(cxt);
 
-	/* forget what is over: slots without a worker or a pause */
+	/*
+	 * forget what is over: slots without a worker or a pause, or a restart
+	 * to make (a worker may have left for one after its database was
+	 * looked at above; the next round starts it again at once)
+	 */
 	SpinLockAcquire(&worker_shared->mutex);
 	for (int i = 0; i < worker_shared->ndbs; i++)
 	{
 		WorkerDb   *slot = &worker_shared->dbs[i];
 
-		if (slot->pid == 0 && slot->paused_until <= now)
+		if (slot->pid == 0 && slot->paused_until <= now && !slot->restart)
 			slot->dbid = InvalidOid;
 	}
 	SpinLockRelease(&worker_shared->mutex);
@@ -509,6 +513,14 @@ launcher_round(List **dbs)
 		}
 		if (!ldb->seen && ldb->handle == NULL)
 		{
+			WorkerDb   *slot;
+
+			/* no restart for it: the next round frees its slot */
+			SpinLockAcquire(&worker_shared->mutex);
+			slot = worker_slot(ldb->dbid, false);
+			if (slot != NULL)
+				slot->restart = false;
+			SpinLockRelease(&worker_shared->mutex);
 			*dbs = foreach_delete_current(*dbs, lc);
 			pfree(ldb);
 		}
@@ -751,10 +763,18 @@ distlock_maintenance_main(Datum arg)
 
 	BackgroundWorkerInitializeConnectionByOid(dbid, InvalidOid, 0);
 	pgstat_report_appname("distlock maintenance");
-	/* SKIP LOCKED deletions at READ COMMITTED, whatever the defaults say */
+	/*
+	 * SKIP LOCKED deletions at READ COMMITTED, and passes that no timeout
+	 * an application sets for its database ends, whatever the defaults say
+	 * (as autovacuum does)
+	 */
 	SetConfigOption("default_transaction_isolation", "read committed",
 					PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("default_transaction_read_only", "off",
+					PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("idle_in_transaction_session_timeout", "0",
 					PGC_SUSET, PGC_S_OVERRIDE);
 	StartTransactionCommand();
 	dbname = MemoryContextStrdup(TopMemoryContext,

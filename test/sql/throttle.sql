@@ -178,4 +178,7 @@ INSERT INTO distlock.throttles (owner, name, every, burst, permits,
 	VALUES (current_user::regrole, 'by hand', '0', 1, 0, now(), now(),
 			current_user::regrole);
 SELECT attempt('distlock.throttle_status(''by hand'')');
+UPDATE distlock.throttles SET every = '1 hour', refilled_at = '-infinity'
+ WHERE name = 'by hand';
+SELECT attempt('distlock.throttle(''by hand'', ''1 hour'')');
 DELETE FROM distlock.throttles WHERE name = 'by hand';

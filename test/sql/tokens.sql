@@ -40,7 +40,7 @@ SELECT distlock.release('ep', 'a');
 -- (the dumped server may have granted more since).  Each backend checks
 -- once per timeline, hence the new connections.
 SELECT setval('distlock.token_seq', (3 * 2 ^ 40)::bigint + 5) > 0 AS set;
-INSERT INTO distlock.token_epoch VALUES (42, 7);
+INSERT INTO distlock.token_epoch VALUES (42, 2);
 \c
 SELECT distlock.try_acquire('ep', 'b');
 SELECT attempt('distlock.try_acquire(''ep'', ''b'')');
@@ -115,3 +115,24 @@ SELECT owner, token = :t AS last_token FROM distlock.locks WHERE name = 'back';
 SELECT setval('distlock.token_seq', :t) > 0 AS set;
 SELECT distlock.try_acquire('back', 'b') = :t + 1 AS above;
 SELECT distlock.release('back', 'b');
+
+-- pg_restore sets sequences after every table's rows, so a background
+-- worker can rebase on the rows alone: the base is past every epoch they
+-- show (the other cluster's base 9 here, with the sequence not yet
+-- restored).  The sequence, restored below that epoch, is moved to the
+-- next one by the first grant that draws from it, which is refused
+-- (55000); grants are then past their epoch (54000) until maintain() has
+-- rebased on it, and no token drawn in between comes again.
+DELETE FROM distlock.token_epoch;
+INSERT INTO distlock.token_epoch VALUES (42, 9);
+\c
+SELECT reaped FROM distlock.maintain();
+SELECT base FROM distlock.token_epoch;
+SELECT distlock.try_acquire('r1', 'a') - 10 * 2 ^ 40 AS in_epoch_10;
+SELECT setval('distlock.token_seq', (9 * 2 ^ 40)::bigint + 7) > 0 AS restored;
+SELECT attempt('distlock.try_acquire(''r2'', ''a'')');
+SELECT attempt('distlock.try_acquire(''r2'', ''a'')');
+SELECT reaped FROM distlock.maintain();
+SELECT base FROM distlock.token_epoch;
+SELECT distlock.try_acquire('r2', 'a') - 11 * 2 ^ 40 AS in_epoch_11;
+SELECT distlock.release('r1', 'a'), distlock.release('r2', 'a');
