@@ -178,9 +178,11 @@ static DistlockStmt find_expired_stmt = {
 	"SELECT id, expires_at, ctid FROM distlock.sessions s"
 	" WHERE expires_at <= $1 AND (expires_at, id) > ($3, $4)"
 	" AND ($5::oid = 0 OR pg_has_role($5::oid, created_by, 'USAGE')"
-	"  OR NOT EXISTS (SELECT FROM distlock.jobs j"
-	"   WHERE j.session_id = s.id AND j.status = 'running'"
-	"   AND NOT " DL_QUEUE_TAKES("$5", "j") "))"
+	"  OR (EXISTS (SELECT FROM distlock.jobs j"
+	"    WHERE j.session_id = s.id AND j.status = 'running')"
+	"   AND NOT EXISTS (SELECT FROM distlock.jobs j"
+	"    WHERE j.session_id = s.id AND j.status = 'running'"
+	"    AND NOT " DL_QUEUE_TAKES("$5", "j") ")))"
 	" ORDER BY expires_at, id LIMIT $2",
 	5, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, UUIDOID, REGROLEOID}
 };
@@ -878,8 +880,10 @@ session_reap_promised(TimestampTz now, int limit, Oid reaper, int *examined)
 /*
  * Whose sessions the caller may reap: an administrator's reaps take every
  * one (InvalidOid); anyone else's those of the roles it may act for, and
- * those whose running jobs are all in queues it may claim from or manage
- * (none, for a session without one).
+ * those that have running jobs, all in queues it may claim from or manage.
+ * (Another role's session without one is left to that role: reaped in an
+ * open transaction, its row would still count against that role's limit,
+ * with nothing that role could do about it.)
  *
  * A reap hands a dead session's running jobs back in the reaper's
  * transaction, which holds them until it ends: while it is open, no other

@@ -108,12 +108,15 @@ static DistlockStmt rebase_stmt = {
 };
 
 /*
- * What a restore brought: the largest base any row names, and the largest
- * token a lock row holds.
+ * What a restore brought: the largest base any row names, the largest
+ * token a lock row holds, and whether the sequence is still as CREATE
+ * EXTENSION made it (never drawn from nor set) while lock rows are there.
  */
 static DistlockStmt restored_stmt = {
 	"SELECT (SELECT coalesce(max(base), 0) FROM distlock.token_epoch),"
-	" (SELECT coalesce(max(token), 0) FROM distlock.locks)",
+	" (SELECT coalesce(max(token), 0) FROM distlock.locks),"
+	" NOT (SELECT is_called FROM distlock.token_seq)"
+	"  AND EXISTS (SELECT FROM distlock.locks)",
 	0, {InvalidOid}
 };
 
@@ -255,19 +258,25 @@ dl_token_prepare(void)
  * restore shows are the sequence's, the lock rows' tokens' and the bases
  * of the rows it brought: pg_restore sets sequences after every table's
  * rows, so a background worker rebases on a sequence not yet restored,
- * and the tokens and bases carry the dumped server's epoch then.  (The
- * sequence, once restored below the new epoch, is moved to the next epoch
- * by the first grant that draws from it, and rebased on: dl_token_drawn().)
+ * and the tokens and bases carry the dumped server's epoch then; but not
+ * always (lock rows pruned, a server that failed over since its last
+ * grant), so while the restore's lock rows are there and its sequence is
+ * not yet, there is no rebase, and no grant.  (A sequence restored or set
+ * below the new epoch after all is moved to the next epoch by the first
+ * grant of a backend that drew before, and rebased on: dl_token_drawn().)
  */
 static int64
 token_rebase_on(void)
 {
 	int64		base;
 	int64		last = token_last() >> TOKEN_EPOCH_BITS;
+	bool		isnull;
 
 	if (!token_base(&base))
 	{
 		dl_exec_latest(&restored_stmt, NULL, NULL);
+		if (DatumGetBool(dl_getattr(0, 3, &isnull)))
+			return -1;
 		return Max(last, Max(dl_getint64(0, 1),
 							 dl_getint64(0, 2) >> TOKEN_EPOCH_BITS)) + 1;
 	}

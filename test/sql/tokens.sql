@@ -116,20 +116,26 @@ SELECT setval('distlock.token_seq', :t) > 0 AS set;
 SELECT distlock.try_acquire('back', 'b') = :t + 1 AS above;
 SELECT distlock.release('back', 'b');
 
--- pg_restore sets sequences after every table's rows, so a background
--- worker can rebase on the rows alone: the base is past every epoch they
--- show (the other cluster's base 9 here, with the sequence not yet
--- restored).  The sequence, restored below that epoch, is moved to the
--- next one by the first grant that draws from it, which is refused
--- (55000); grants are then past their epoch (54000) until maintain() has
--- rebased on it, and no token drawn in between comes again.
+-- pg_restore sets sequences after every table's rows: while the restored
+-- lock rows are there and the sequence is still as CREATE EXTENSION made
+-- it, there is no rebase and no grant; once it is restored, the base is
+-- past every epoch the restore shows (the other cluster's base 9 here)
 DELETE FROM distlock.token_epoch;
 INSERT INTO distlock.token_epoch VALUES (42, 9);
+SELECT setval('distlock.token_seq', 1, false) > 0 AS not_restored_yet;
 \c
 SELECT reaped FROM distlock.maintain();
 SELECT base FROM distlock.token_epoch;
-SELECT distlock.try_acquire('r1', 'a') - 10 * 2 ^ 40 AS in_epoch_10;
+SELECT attempt('distlock.try_acquire(''r1'', ''a'')');
 SELECT setval('distlock.token_seq', (9 * 2 ^ 40)::bigint + 7) > 0 AS restored;
+SELECT reaped FROM distlock.maintain();
+SELECT base FROM distlock.token_epoch;
+SELECT distlock.try_acquire('r1', 'a') - 10 * 2 ^ 40 AS in_epoch_10;
+-- set back by hand below its epoch afterwards: the next grant of a
+-- backend that drew before moves the sequence to the next epoch and is
+-- refused (55000); grants are then past their epoch (54000) until
+-- maintain() has rebased on it, and no token drawn before comes again
+SELECT setval('distlock.token_seq', (9 * 2 ^ 40)::bigint + 7) > 0 AS set_back;
 SELECT attempt('distlock.try_acquire(''r2'', ''a'')');
 SELECT attempt('distlock.try_acquire(''r2'', ''a'')');
 SELECT reaped FROM distlock.maintain();
