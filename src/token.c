@@ -36,10 +36,11 @@
  * row naming this cluster (pg_dump and pg_upgrade carry the old row; a
  * base backup and its standbys share the identifier), grants are refused
  * until maintain() has rebased and committed: base becomes
- * the epoch after the sequence's epoch E (a dump of a server that went on
- * granting carries a sequence below what it granted since), and once that
- * has committed, the timeline's epoch E + timeline applies, with every
- * later timeline's above it.  Should
+ * the epoch after every epoch the restore shows, E + 1 for a sequence in
+ * epoch E (a dump of a server that went on granting carries a sequence
+ * below what it granted since; token_rebase_on()), and once that has
+ * committed, the timeline's epoch E + timeline applies, with every later
+ * timeline's above it.  Should
  * the rebase be lost to a failover, so was everything after it in the WAL:
  * the promoted server's copy of the sequence is still in E (only grants
  * move it, and none came before the rebase committed), so it rebases on
@@ -374,16 +375,9 @@ dl_token_drawn(int64 token)
 	XLogFlush(lsn);
 
 	/*
-	 * A token past its epoch (2^40 tokens drawn on one timeline, or a
-	 * setval() by hand) is in an epoch a later timeline will draw from
-	 * again.  The base may have been raised by hand since this backend
-	 * looked: look again (which may raise the sequence further, under the
-	 * table's lock) before refusing.
-	 */
-	/*
 	 * A token below its epoch: the sequence was set back since this
-	 * backend raised it (a restore's SEQUENCE SET after the rebase, a
-	 * setval() by hand), and the token may have been handed out before,
+	 * backend raised it (a setval() by hand, a second restore into the
+	 * database), and the token may have been handed out before,
 	 * as may tokens of the epoch drawn before the sequence went back.  So
 	 * move the sequence to the next epoch (setval() stays, whatever becomes
 	 * of this transaction) and refuse: grants then draw past their epoch,
@@ -404,9 +398,17 @@ dl_token_drawn(int64 token)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("fencing token %lld is below its epoch %lld",
 						(long long) token, (long long) ready_epoch),
-				 errdetail("distlock.token_seq was set back, as by a restore that set it after the rebase; it now stands at the next epoch."),
+				 errdetail("distlock.token_seq was set back below the epoch, as by setval() or a restore; it now stands at the next epoch."),
 				 errhint("Run SELECT distlock.maintain() once and commit; the background worker does when distlock is preloaded.")));
 	}
+
+	/*
+	 * A token past its epoch (2^40 tokens drawn on one timeline, or a
+	 * setval() by hand) is in an epoch a later timeline will draw from
+	 * again.  The base may have been raised by hand since this backend
+	 * looked: look again (which may raise the sequence further, under the
+	 * table's lock) before refusing.
+	 */
 	if (ready_epoch >= 0 && (token >> TOKEN_EPOCH_BITS) > ready_epoch)
 	{
 		ready_timeline = 0;
