@@ -240,6 +240,21 @@ dl_limit_lock(DistlockLimit which, Oid role)
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
+/*
+ * How many rows of kind which (not lock names) role has, up to upto, as
+ * last committed: to be read under dl_limit_lock().
+ */
+static int64
+limit_count_rows(DistlockLimit which, Oid role, int32 upto)
+{
+	Datum		values[2];
+
+	values[0] = ObjectIdGetDatum(role);
+	values[1] = Int32GetDatum(upto);
+	dl_exec_latest(&count_stmts[which], values, NULL);
+	return dl_getint64(0, 1);
+}
+
 /* Raise 53400 if count is role's limit of kind which, or more. */
 static void
 limit_check(DistlockLimit which, Oid role, int64 count, int32 limit)
@@ -263,14 +278,10 @@ void
 dl_limit_count(DistlockLimit which, Oid role)
 {
 	int32		limit;
-	Datum		values[2];
 
 	dl_limit_lock(which, role);
 	limit = limit_value(which, role);
-	values[0] = ObjectIdGetDatum(role);
-	values[1] = Int32GetDatum(limit);
-	dl_exec_latest(&count_stmts[which], values, NULL);
-	limit_check(which, role, dl_getint64(0, 1), limit);
+	limit_check(which, role, limit_count_rows(which, role, limit), limit);
 }
 
 /*
@@ -368,7 +379,6 @@ dl_limit_after_move(DistlockLimit which, Oid role)
 {
 	int32		limit = limit_value(which, role);
 	int64		count;
-	Datum		values[2];
 
 	if (limit == PG_INT32_MAX)
 		return;
@@ -377,10 +387,7 @@ dl_limit_after_move(DistlockLimit which, Oid role)
 	else
 	{
 		dl_limit_lock(which, role);
-		values[0] = ObjectIdGetDatum(role);
-		values[1] = Int32GetDatum(limit + 1);
-		dl_exec_latest(&count_stmts[which], values, NULL);
-		count = dl_getint64(0, 1);
+		count = limit_count_rows(which, role, limit + 1);
 	}
 	/* more than the limit: it has reached it, and one over */
 	limit_check(which, role, count - 1, limit);

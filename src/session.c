@@ -903,22 +903,6 @@ session_reaper(DistlockCall *call)
 }
 
 /*
- * Reap up to limit of the sessions of reaper's roles (see
- * session_reap_batch()) that expired first before now, and as many whose
- * promise passed (session_reap_promised()); returns how many were reaped
- * and sets *examined to the number of candidates.
- */
-static int
-session_reap_first(Oid reaper, TimestampTz now, int limit, int *examined)
-{
-	ReapCursor	from = {DT_NOBEGIN};
-	int			reaped = session_reap_batch(now, limit, reaper, &from,
-											examined);
-
-	return reaped + session_reap_promised(now, limit, reaper, examined);
-}
-
-/*
  * Reap up to limit of the sessions that expired first before now and that
  * the caller may reap (session_reaper()), skipping those a call is using
  * (this transaction's own among them); returns how many were reaped.  For
@@ -934,13 +918,17 @@ dl_reap_expired(DistlockCall *call, TimestampTz now, int limit)
 {
 	static TimestampTz vain_until = 0;
 	static Oid	vain_caller = InvalidOid;
+	ReapCursor	from = {DT_NOBEGIN};
+	Oid			reaper = session_reaper(call);
 	int			examined;
 	int			reaped;
 
 	if (call->caller == vain_caller && now < vain_until &&
 		vain_until - now <= REAP_VAIN_BACKOFF)
 		return 0;
-	reaped = session_reap_first(session_reaper(call), now, limit, &examined);
+	/* one batch from the head, and as many whose promise passed */
+	reaped = session_reap_batch(now, limit, reaper, &from, &examined);
+	reaped += session_reap_promised(now, limit, reaper, &examined);
 	vain_caller = examined == 0 ? call->caller : InvalidOid;
 	vain_until = now + REAP_VAIN_BACKOFF;
 	return reaped;

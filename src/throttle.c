@@ -132,16 +132,28 @@ typedef struct ThrottleRow
 } ThrottleRow;
 
 /*
+ * Run stmt on the row of owner's throttle name, in the call's snapshot or
+ * (latest) as last committed; returns the number of rows.
+ */
+static uint64
+throttle_exec(DistlockStmt *stmt, text *name, Oid owner, bool latest)
+{
+	Datum		values[2] = {PointerGetDatum(name), ObjectIdGetDatum(owner)};
+
+	return latest ? dl_exec_latest(stmt, values, NULL) :
+		dl_exec(stmt, values, NULL, 1);
+}
+
+/*
  * Read the row of owner's throttle name with stmt into *row; false if there
  * is none.
  */
 static bool
 throttle_read_row(DistlockStmt *stmt, text *name, Oid owner, ThrottleRow *row)
 {
-	Datum		values[2] = {PointerGetDatum(name), ObjectIdGetDatum(owner)};
 	bool		isnull;
 
-	if (dl_exec(stmt, values, NULL, 1) == 0)
+	if (throttle_exec(stmt, name, owner, false) == 0)
 		return false;
 
 	row->permits = DatumGetInt32(dl_getattr(0, THROTTLE_COL_PERMITS, &isnull));
@@ -156,15 +168,6 @@ throttle_read_row(DistlockStmt *stmt, text *name, Oid owner, ThrottleRow *row)
 				 errmsg("throttle \"%s\" has a refilled_at or permits that no grant leaves",
 						text_to_cstring(name))));
 	return true;
-}
-
-/* Whether throttle (owner, name) exists as last committed. */
-static bool
-throttle_exists_now(text *name, Oid owner)
-{
-	Datum		values[2] = {PointerGetDatum(name), ObjectIdGetDatum(owner)};
-
-	return dl_exec_latest(&peek_stmt, values, NULL) > 0;
 }
 
 /*
@@ -228,7 +231,7 @@ throttle_take(text *name, Oid owner, Interval *every, int64 every_us,
 			 * READ and SERIALIZABLE a row committed since the snapshot is
 			 * not one more either: the insert then fails with 40001.
 			 */
-			if (!throttle_exists_now(name, owner))
+			if (throttle_exec(&peek_stmt, name, owner, true) == 0)
 				dl_limit_count(DL_LIMIT_THROTTLES, owner);
 			now = GetCurrentTimestamp();
 			values[0] = PointerGetDatum(name);
