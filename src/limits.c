@@ -270,6 +270,21 @@ limit_check(DistlockLimit which, Oid role, int64 count, int32 limit)
 }
 
 /*
+ * Take dl_limit_lock(), then set *count to role's rows of kind which (not
+ * lock names), up to its limit, which is returned.
+ */
+static int32
+limit_locked_count(DistlockLimit which, Oid role, int64 *count)
+{
+	int32		limit;
+
+	dl_limit_lock(which, role);
+	limit = limit_value(which, role);
+	*count = limit_count_rows(which, role, limit);
+	return limit;
+}
+
+/*
  * Before role creates one more row of kind which (not lock names), in a
  * call between dl_enter() and dl_leave(): raise 53400 if it has its limit
  * already.  Takes dl_limit_lock().
@@ -277,11 +292,23 @@ limit_check(DistlockLimit which, Oid role, int64 count, int32 limit)
 void
 dl_limit_count(DistlockLimit which, Oid role)
 {
-	int32		limit;
+	int64		count;
+	int32		limit = limit_locked_count(which, role, &count);
 
-	dl_limit_lock(which, role);
-	limit = limit_value(which, role);
-	limit_check(which, role, limit_count_rows(which, role, limit), limit);
+	limit_check(which, role, count, limit);
+}
+
+/*
+ * Whether role has its limit of rows of kind which (not lock names), or
+ * more: dl_limit_count() would refuse.  Takes dl_limit_lock().
+ */
+bool
+dl_limit_full(DistlockLimit which, Oid role)
+{
+	int64		count;
+	int32		limit = limit_locked_count(which, role, &count);
+
+	return count >= limit;
 }
 
 /*

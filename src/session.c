@@ -187,6 +187,14 @@ static DistlockStmt find_expired_stmt = {
 	5, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, UUIDOID, REGROLEOID}
 };
 
+/* Sessions role $1 opened that expired before $2, oldest first. */
+static DistlockStmt own_expired_stmt = {
+	"SELECT id, expires_at, ctid FROM distlock.sessions"
+	" WHERE created_by = $1 AND expires_at <= $2"
+	" ORDER BY expires_at, id LIMIT $3",
+	3, {REGROLEOID, TIMESTAMPTZOID, INT4OID}
+};
+
 /* What a session row, once locked, says about the session. */
 typedef enum SessionState
 {
@@ -773,6 +781,48 @@ session_reap_one(Datum id, ItemPointer tid, TimestampTz now)
 }
 
 /*
+ * Reap the n sessions an expired-sessions statement just found (id,
+ * expires_at, ctid), moving *from (if given) past them, as
+ * session_reap_batch() below says; returns how many were reaped.
+ */
+static int
+session_reap_found(int n, TimestampTz now, ReapCursor *from)
+{
+	int			reaped = 0;
+	pg_uuid_t  *ids;
+	ItemPointerData *tids;
+
+	if (n == 0)
+		return 0;
+
+	/* the loop below runs statements of its own: copy the ids out first */
+	ids = palloc(n * sizeof(pg_uuid_t));
+	tids = palloc(n * sizeof(ItemPointerData));
+	for (int i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		ids[i] = *DatumGetUUIDP(dl_getattr(i, 1, &isnull));
+		tids[i] = *(ItemPointer) DatumGetPointer(dl_getattr(i, 3, &isnull));
+		if (from && i == n - 1)
+		{
+			from->expires_at = DatumGetTimestampTz(dl_getattr(i, 2, &isnull));
+			from->id = ids[i];
+		}
+	}
+	SPI_freetuptable(SPI_tuptable);
+
+	for (int i = 0; i < n; i++)
+	{
+		if (session_reap_one(UUIDPGetDatum(&ids[i]), &tids[i], now))
+			reaped++;
+	}
+	pfree(ids);
+	pfree(tids);
+	return reaped;
+}
+
+/*
  * Reap the sessions among the next limit candidates after *from that
  * expired before now, that no call is using and whose roles' privileges
  * reaper has (InvalidOid: every role's); returns how many were reaped,
@@ -791,44 +841,14 @@ session_reap_batch(TimestampTz now, int limit, Oid reaper, ReapCursor *from,
 				   int *examined)
 {
 	Datum		values[5];
-	uint64		n;
-	int			reaped = 0;
-	pg_uuid_t  *ids;
-	ItemPointerData *tids;
 
 	values[0] = TimestampTzGetDatum(now);
 	values[1] = Int32GetDatum(limit);
 	values[2] = TimestampTzGetDatum(from->expires_at);
 	values[3] = UUIDPGetDatum(&from->id);
 	values[4] = ObjectIdGetDatum(reaper);
-	n = dl_exec(&find_expired_stmt, values, NULL, 0);
-	*examined = (int) n;
-	if (n == 0)
-		return 0;
-
-	/* the loop below runs statements of its own: copy the ids out first */
-	ids = palloc(n * sizeof(pg_uuid_t));
-	tids = palloc(n * sizeof(ItemPointerData));
-	for (uint64 i = 0; i < n; i++)
-	{
-		bool		isnull;
-
-		ids[i] = *DatumGetUUIDP(dl_getattr(i, 1, &isnull));
-		tids[i] = *(ItemPointer) DatumGetPointer(dl_getattr(i, 3, &isnull));
-		if (i == n - 1)
-			from->expires_at = DatumGetTimestampTz(dl_getattr(i, 2, &isnull));
-	}
-	from->id = ids[n - 1];
-	SPI_freetuptable(SPI_tuptable);
-
-	for (uint64 i = 0; i < n; i++)
-	{
-		if (session_reap_one(UUIDPGetDatum(&ids[i]), &tids[i], now))
-			reaped++;
-	}
-	pfree(ids);
-	pfree(tids);
-	return reaped;
+	*examined = (int) dl_exec(&find_expired_stmt, values, NULL, 0);
+	return session_reap_found(*examined, now, from);
 }
 
 /*
@@ -989,6 +1009,34 @@ dl_reap_all(DistlockCall *call)
 }
 
 /*
+ * Reap up to a batch of the sessions the caller opened that have expired,
+ * and of those whose promise passed, for a session_open() that found the
+ * caller at its limit: sessions that are dead but not yet reaped must not
+ * refuse it.  Without the background worker, a fleet of workers that all
+ * failed to heartbeat would otherwise be refused every new session, and so
+ * never claim again to reap the old ones in passing.  Only at READ
+ * COMMITTED, as a claim reaps (at REPEATABLE READ a row heartbeated since
+ * the snapshot could not be locked without 40001).
+ */
+static void
+session_reap_own(DistlockCall *call)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	Datum		values[3];
+	int			examined = 0;
+
+	if (IsolationUsesXactSnapshot())
+		return;
+	values[0] = ObjectIdGetDatum(call->caller);
+	values[1] = TimestampTzGetDatum(now);
+	values[2] = Int32GetDatum(DISTLOCK_REAP_BATCH);
+	(void) session_reap_found((int) dl_exec(&own_expired_stmt, values, NULL, 0),
+							  now, NULL);
+	(void) session_reap_promised(now, DISTLOCK_REAP_BATCH, call->caller,
+								 &examined);
+}
+
+/*
  * session_open(ttl interval DEFAULT '15 seconds', owner text DEFAULT NULL,
  *				info jsonb DEFAULT NULL) RETURNS uuid
  *
@@ -1008,7 +1056,11 @@ distlock_session_open(PG_FUNCTION_ARGS)
 	dl_enter(&call, "distlock.session_open()", true);
 	if (!PG_ARGISNULL(2))
 		dl_limit_size(PG_GETARG_DATUM(2), "info", call.caller);
-	dl_limit_count(DL_LIMIT_SESSIONS, call.caller);
+	if (dl_limit_full(DL_LIMIT_SESSIONS, call.caller))
+	{
+		session_reap_own(&call);
+		dl_limit_count(DL_LIMIT_SESSIONS, call.caller);
+	}
 	now = GetCurrentTimestamp();
 	values[0] = id;
 	values[1] = owner ? PointerGetDatum(owner) : (Datum) 0;

@@ -40,6 +40,32 @@ SELECT distlock.session_open('1 hour') AS s2 \gset
 SELECT attempt('distlock.session_open(''1 hour'')');
 SELECT distlock.session_close(:'s2');
 SELECT distlock.session_open('1 hour') IS NOT NULL AS opened_again;
+-- a dead session not yet reaped is not one more: at its limit, a role's
+-- session_open reaps the role's own expired sessions first, handing their
+-- jobs back (at READ COMMITTED; at REPEATABLE READ it is refused as
+-- before)
+RESET ROLE;
+SELECT id AS s2b FROM distlock.sessions
+ WHERE created_by = 'lim_app'::regrole AND id <> :'s1' \gset
+SET ROLE lim_app;
+SELECT distlock.enqueue('dead', '{}') AS dj \gset
+SELECT count(*) AS claimed FROM distlock.claim('dead', :'s2b');
+RESET ROLE;
+UPDATE distlock.sessions SET expires_at = clock_timestamp() - interval '1 second'
+ WHERE id = :'s2b';
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SET LOCAL ROLE lim_app;
+SELECT attempt('distlock.session_open(''1 hour'')');
+ROLLBACK;
+SET ROLE lim_app;
+SELECT distlock.session_open('1 hour') IS NOT NULL AS opened_past_dead;
+RESET ROLE;
+SELECT count(*) AS dead_left FROM distlock.sessions WHERE id = :'s2b';
+SELECT status, session_id IS NULL AS unclaimed FROM distlock.jobs WHERE id = :dj;
+SELECT count(*) AS lim_app_sessions FROM distlock.sessions
+ WHERE created_by = 'lim_app'::regrole;
+SET ROLE lim_app;
+SELECT attempt('distlock.session_open(''1 hour'')');
 SET ROLE lim_other;
 SELECT count(distlock.session_open('1 hour')) AS other_opens FROM generate_series(1, 3);
 RESET ROLE;
