@@ -253,8 +253,10 @@ REVOKE ALL ON distlock.limits FROM PUBLIC;
 GRANT SELECT ON distlock.limits TO PUBLIC;
 GRANT SELECT, INSERT ON distlock.limits TO @extowner@, pg_database_owner;
 
--- session_open() counts the caller's sessions, a first grant its locks.
-CREATE INDEX sessions_created_by_idx ON distlock.sessions (created_by);
+-- session_open() counts the caller's sessions (and at its limit reaps its
+-- expired ones first), a first grant its locks.
+CREATE INDEX sessions_created_by_idx ON distlock.sessions
+	(created_by, expires_at);
 CREATE INDEX locks_created_by_idx ON distlock.locks (created_by);
 
 CREATE FUNCTION distlock.set_limit(limit_name text, value integer,

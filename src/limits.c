@@ -300,15 +300,16 @@ dl_limit_count(DistlockLimit which, Oid role)
 
 /*
  * Whether role has its limit of rows of kind which (not lock names), or
- * more: dl_limit_count() would refuse.  Takes dl_limit_lock().
+ * more: dl_limit_count() would refuse.  Sets *limit to the limit.  Takes
+ * dl_limit_lock().
  */
 bool
-dl_limit_full(DistlockLimit which, Oid role)
+dl_limit_full(DistlockLimit which, Oid role, int32 *limit)
 {
 	int64		count;
-	int32		limit = limit_locked_count(which, role, &count);
 
-	return count >= limit;
+	*limit = limit_locked_count(which, role, &count);
+	return count >= *limit;
 }
 
 /*

@@ -187,11 +187,22 @@ static DistlockStmt find_expired_stmt = {
 	5, {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, UUIDOID, REGROLEOID}
 };
 
-/* Sessions role $1 opened that expired before $2, oldest first. */
+/*
+ * Sessions role $1 opened whose rows say they expired at $2, in order of
+ * expiry from ($4, $5) on, up to $3 (sessions_created_by_idx).
+ */
 static DistlockStmt own_expired_stmt = {
 	"SELECT id, expires_at, ctid FROM distlock.sessions"
 	" WHERE created_by = $1 AND expires_at <= $2"
+	" AND (expires_at, id) > ($4, $5)"
 	" ORDER BY expires_at, id LIMIT $3",
+	5, {REGROLEOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, UUIDOID}
+};
+
+/* How many sessions role $1 opened whose rows say live at $2, up to $3. */
+static DistlockStmt own_live_stmt = {
+	"SELECT count(*) FROM (SELECT FROM distlock.sessions"
+	" WHERE created_by = $1 AND expires_at > $2 LIMIT $3) r",
 	3, {REGROLEOID, TIMESTAMPTZOID, INT4OID}
 };
 
@@ -1009,31 +1020,46 @@ dl_reap_all(DistlockCall *call)
 }
 
 /*
- * Reap up to a batch of the sessions the caller opened that have expired,
- * and of those whose promise passed, for a session_open() that found the
- * caller at its limit: sessions that are dead but not yet reaped must not
- * refuse it.  Without the background worker, a fleet of workers that all
- * failed to heartbeat would otherwise be refused every new session, and so
- * never claim again to reap the old ones in passing.  Only at READ
- * COMMITTED, as a claim reaps (at REPEATABLE READ a row heartbeated since
- * the snapshot could not be locked without 40001).
+ * For a session_open() that found the caller at its limit of sessions:
+ * reap the sessions the caller opened whose rows say they have expired,
+ * in batches, until it is below its limit.  Sessions that are dead but not
+ * yet reaped would otherwise refuse it: without the background worker, a
+ * fleet of workers that all missed their heartbeats could never open a
+ * session to reap the old ones in passing.
+ *
+ * Only the caller's own, and only if that can make room (its sessions that
+ * are live are fewer than its limit): a refusal undoes the reaping, which
+ * a caller retrying would otherwise do again each time.  A session whose
+ * heartbeats kept their promise in shared memory (beat.c) counts until its
+ * row's expiry, at most distlock.heartbeat_persist_ahead later.  Only at
+ * READ COMMITTED, as a claim reaps: at REPEATABLE READ the statements
+ * would see a snapshot older than the session rows they lock.
  */
 static void
-session_reap_own(DistlockCall *call)
+session_reap_own(DistlockCall *call, int32 limit)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	Datum		values[3];
-	int			examined = 0;
+	ReapCursor	from = {DT_NOBEGIN};
+	Datum		values[5];
+	int			n;
 
 	if (IsolationUsesXactSnapshot())
 		return;
 	values[0] = ObjectIdGetDatum(call->caller);
 	values[1] = TimestampTzGetDatum(now);
+	values[2] = Int32GetDatum(limit);
+	dl_exec(&own_live_stmt, values, NULL, 0);
+	if (dl_getint64(0, 1) >= limit)
+		return;
 	values[2] = Int32GetDatum(DISTLOCK_REAP_BATCH);
-	(void) session_reap_found((int) dl_exec(&own_expired_stmt, values, NULL, 0),
-							  now, NULL);
-	(void) session_reap_promised(now, DISTLOCK_REAP_BATCH, call->caller,
-								 &examined);
+	do
+	{
+		values[3] = TimestampTzGetDatum(from.expires_at);
+		values[4] = UUIDPGetDatum(&from.id);
+		n = (int) dl_exec(&own_expired_stmt, values, NULL, 0);
+		(void) session_reap_found(n, now, &from);
+	} while (n == DISTLOCK_REAP_BATCH &&
+			 dl_limit_full(DL_LIMIT_SESSIONS, call->caller, &limit));
 }
 
 /*
@@ -1052,13 +1078,14 @@ distlock_session_open(PG_FUNCTION_ARGS)
 	Datum		values[7];
 	char		nulls[7] = "       ";
 	TimestampTz now;
+	int32		limit;
 
 	dl_enter(&call, "distlock.session_open()", true);
 	if (!PG_ARGISNULL(2))
 		dl_limit_size(PG_GETARG_DATUM(2), "info", call.caller);
-	if (dl_limit_full(DL_LIMIT_SESSIONS, call.caller))
+	if (dl_limit_full(DL_LIMIT_SESSIONS, call.caller, &limit))
 	{
-		session_reap_own(&call);
+		session_reap_own(&call, limit);
 		dl_limit_count(DL_LIMIT_SESSIONS, call.caller);
 	}
 	now = GetCurrentTimestamp();

@@ -156,6 +156,37 @@ SELECT sessions FROM distlock.drop_owned('lim_group');
 REVOKE USAGE ON SCHEMA distlock FROM lim_member;
 DROP ROLE lim_member, lim_group;
 
+-- a fleet whose sessions died: at its limit, session_open reaps them in
+-- batches until the role is below it, but not when its live sessions
+-- alone fill it (the reaping would be undone with the refusal, and done
+-- again at every retry)
+CREATE ROLE lim_fleet;
+GRANT USAGE ON SCHEMA distlock TO lim_fleet;
+SET ROLE lim_fleet;
+SELECT count(distlock.session_open('1 hour')) AS fleet FROM generate_series(1, 250);
+RESET ROLE;
+UPDATE distlock.sessions SET expires_at = clock_timestamp() - interval '1 second'
+ WHERE id IN (SELECT id FROM distlock.sessions
+			   WHERE created_by = 'lim_fleet'::regrole ORDER BY id LIMIT 200);
+SELECT distlock.set_limit('sessions', 40, 'lim_fleet');
+BEGIN;
+SELECT pg_stat_get_xact_tuples_deleted('distlock.sessions'::regclass) AS del0 \gset
+SET LOCAL ROLE lim_fleet;
+SELECT attempt('distlock.session_open(''1 hour'')');
+SELECT pg_stat_get_xact_tuples_deleted('distlock.sessions'::regclass) - :del0
+	   AS reaped_in_vain;
+ROLLBACK;
+SELECT distlock.set_limit('sessions', 100, 'lim_fleet');
+SET ROLE lim_fleet;
+SELECT distlock.session_open('1 hour') IS NOT NULL AS fleet_opened;
+RESET ROLE;
+SELECT count(*) AS fleet_rows,
+	   count(*) FILTER (WHERE expires_at <= clock_timestamp()) AS fleet_dead
+  FROM distlock.sessions WHERE created_by = 'lim_fleet'::regrole;
+SELECT sessions FROM distlock.drop_owned('lim_fleet');
+REVOKE USAGE ON SCHEMA distlock FROM lim_fleet;
+DROP ROLE lim_fleet;
+
 -- clean up
 SELECT * FROM distlock.drop_owned('lim_app');
 SELECT * FROM distlock.drop_owned('lim_other');
