@@ -256,7 +256,7 @@ GRANT SELECT, INSERT ON distlock.limits TO @extowner@, pg_database_owner;
 -- session_open() counts the caller's sessions (and at its limit reaps its
 -- expired ones first), a first grant its locks.
 CREATE INDEX sessions_created_by_idx ON distlock.sessions
-	(created_by, expires_at);
+	(created_by, expires_at, id);
 CREATE INDEX locks_created_by_idx ON distlock.locks (created_by);
 
 CREATE FUNCTION distlock.set_limit(limit_name text, value integer,

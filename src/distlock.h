@@ -235,6 +235,7 @@ typedef enum DistlockLimit
 extern void dl_limit_lock(DistlockLimit which, Oid role);
 extern void dl_limit_count(DistlockLimit which, Oid role);
 extern bool dl_limit_full(DistlockLimit which, Oid role, int32 *limit);
+extern void dl_limit_refuse(DistlockLimit which, Oid role, int32 limit);
 extern void dl_limit_count_locks(Oid role, Datum name);
 extern void dl_limit_after_move(DistlockLimit which, Oid role);
 extern void dl_limit_size(Datum value, const char *what, Oid role);

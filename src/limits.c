@@ -255,18 +255,25 @@ limit_count_rows(DistlockLimit which, Oid role, int32 upto)
 	return dl_getint64(0, 1);
 }
 
+/* Raise 53400: role has its limit of kind which. */
+void
+dl_limit_refuse(DistlockLimit which, Oid role, int32 limit)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+			 errmsg("role %s has reached its limit of %d %s",
+					DatumGetCString(DirectFunctionCall1(regroleout,
+														ObjectIdGetDatum(role))),
+					limit, limit_info[which].what),
+			 errhint("End some, or have an administrator raise the limit with distlock.set_limit().")));
+}
+
 /* Raise 53400 if count is role's limit of kind which, or more. */
 static void
 limit_check(DistlockLimit which, Oid role, int64 count, int32 limit)
 {
 	if (count >= limit)
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("role %s has reached its limit of %d %s",
-						DatumGetCString(DirectFunctionCall1(regroleout,
-															ObjectIdGetDatum(role))),
-						limit, limit_info[which].what),
-				 errhint("End some, or have an administrator raise the limit with distlock.set_limit().")));
+		dl_limit_refuse(which, role, limit);
 }
 
 /*

@@ -189,7 +189,8 @@ static DistlockStmt find_expired_stmt = {
 
 /*
  * Sessions role $1 opened whose rows say they expired at $2, in order of
- * expiry from ($4, $5) on, up to $3 (sessions_created_by_idx).
+ * expiry from ($4, $5) on, up to $3 (sessions_created_by_idx, whose key
+ * ends in these columns, gives them in that order).
  */
 static DistlockStmt own_expired_stmt = {
 	"SELECT id, expires_at, ctid FROM distlock.sessions"
@@ -199,10 +200,16 @@ static DistlockStmt own_expired_stmt = {
 	5, {REGROLEOID, TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, UUIDOID}
 };
 
-/* How many sessions role $1 opened whose rows say live at $2, up to $3. */
+/*
+ * If role $1 opened a session whose row says it expired at $2: how many
+ * of its sessions' rows say live, up to $3; else NULL, counting nothing
+ * (the subquery in THEN is an initplan, run only when asked for).
+ */
 static DistlockStmt own_live_stmt = {
-	"SELECT count(*) FROM (SELECT FROM distlock.sessions"
-	" WHERE created_by = $1 AND expires_at > $2 LIMIT $3) r",
+	"SELECT CASE WHEN EXISTS (SELECT FROM distlock.sessions"
+	"  WHERE created_by = $1 AND expires_at <= $2)"
+	" THEN (SELECT count(*) FROM (SELECT FROM distlock.sessions"
+	"  WHERE created_by = $1 AND expires_at > $2 LIMIT $3) r) END",
 	3, {REGROLEOID, TIMESTAMPTZOID, INT4OID}
 };
 
@@ -1020,37 +1027,48 @@ dl_reap_all(DistlockCall *call)
 }
 
 /*
- * For a session_open() that found the caller at its limit of sessions:
- * reap the sessions the caller opened whose rows say they have expired,
- * in batches, until it is below its limit.  Sessions that are dead but not
- * yet reaped would otherwise refuse it: without the background worker, a
- * fleet of workers that all missed their heartbeats could never open a
- * session to reap the old ones in passing.
+ * For a session_open() that found the caller at its limit of sessions
+ * (*limit): reap the sessions the caller opened whose rows say they have
+ * expired, in batches, until it is below its limit; returns whether it is
+ * (*limit is then the limit as last read).  Sessions that are dead but
+ * not yet reaped would otherwise refuse it: without the background
+ * worker, a fleet of workers that all missed their heartbeats could never
+ * open a session to reap the old ones in passing.
  *
- * Only the caller's own, and only if that can make room (its sessions that
- * are live are fewer than its limit): a refusal undoes the reaping, which
- * a caller retrying would otherwise do again each time.  A session whose
+ * Only the caller's own, and only if that can make room: a refusal undoes
+ * the reaping, which a caller retrying would do again each time.  So it
+ * reaps nothing when the sessions whose rows say live fill the limit
+ * alone, and after a walk that left the role full (sessions in use, or
+ * whose rows or jobs others hold, are left) it does not walk again from
+ * this connection, for this role, for REAP_VAIN_BACKOFF.  A session whose
  * heartbeats kept their promise in shared memory (beat.c) counts until its
- * row's expiry, at most distlock.heartbeat_persist_ahead later.  Only at
- * READ COMMITTED, as a claim reaps: at REPEATABLE READ the statements
- * would see a snapshot older than the session rows they lock.
+ * row's expiry, ahead of the promise.  Only at READ COMMITTED, as a claim
+ * reaps: at REPEATABLE READ the statements would see a snapshot older
+ * than the session rows they lock.
  */
-static void
-session_reap_own(DistlockCall *call, int32 limit)
+static bool
+session_make_room(DistlockCall *call, int32 *limit)
 {
+	static TimestampTz vain_until = 0;
+	static Oid	vain_caller = InvalidOid;
 	TimestampTz now = GetCurrentTimestamp();
 	ReapCursor	from = {DT_NOBEGIN};
 	Datum		values[5];
+	Datum		live;
+	bool		isnull;
 	int			n;
 
-	if (IsolationUsesXactSnapshot())
-		return;
+	if (IsolationUsesXactSnapshot() ||
+		(call->caller == vain_caller && now < vain_until &&
+		 vain_until - now <= REAP_VAIN_BACKOFF))
+		return false;
 	values[0] = ObjectIdGetDatum(call->caller);
 	values[1] = TimestampTzGetDatum(now);
-	values[2] = Int32GetDatum(limit);
+	values[2] = Int32GetDatum(*limit);
 	dl_exec(&own_live_stmt, values, NULL, 0);
-	if (dl_getint64(0, 1) >= limit)
-		return;
+	live = dl_getattr(0, 1, &isnull);
+	if (isnull || DatumGetInt64(live) >= *limit)
+		return false;
 	values[2] = Int32GetDatum(DISTLOCK_REAP_BATCH);
 	do
 	{
@@ -1058,8 +1076,12 @@ session_reap_own(DistlockCall *call, int32 limit)
 		values[4] = UUIDPGetDatum(&from.id);
 		n = (int) dl_exec(&own_expired_stmt, values, NULL, 0);
 		(void) session_reap_found(n, now, &from);
-	} while (n == DISTLOCK_REAP_BATCH &&
-			 dl_limit_full(DL_LIMIT_SESSIONS, call->caller, &limit));
+		if (!dl_limit_full(DL_LIMIT_SESSIONS, call->caller, limit))
+			return true;
+	} while (n == DISTLOCK_REAP_BATCH);
+	vain_caller = call->caller;
+	vain_until = now + REAP_VAIN_BACKOFF;
+	return false;
 }
 
 /*
@@ -1083,11 +1105,9 @@ distlock_session_open(PG_FUNCTION_ARGS)
 	dl_enter(&call, "distlock.session_open()", true);
 	if (!PG_ARGISNULL(2))
 		dl_limit_size(PG_GETARG_DATUM(2), "info", call.caller);
-	if (dl_limit_full(DL_LIMIT_SESSIONS, call.caller, &limit))
-	{
-		session_reap_own(&call, limit);
-		dl_limit_count(DL_LIMIT_SESSIONS, call.caller);
-	}
+	if (dl_limit_full(DL_LIMIT_SESSIONS, call.caller, &limit) &&
+		!session_make_room(&call, &limit))
+		dl_limit_refuse(DL_LIMIT_SESSIONS, call.caller, limit);
 	now = GetCurrentTimestamp();
 	values[0] = id;
 	values[1] = owner ? PointerGetDatum(owner) : (Datum) 0;

@@ -159,16 +159,22 @@ DROP ROLE lim_member, lim_group;
 -- a fleet whose sessions died: at its limit, session_open reaps them in
 -- batches until the role is below it, but not when its live sessions
 -- alone fill it (the reaping would be undone with the refusal, and done
--- again at every retry)
+-- again at every retry), and never another role's
 CREATE ROLE lim_fleet;
 GRANT USAGE ON SCHEMA distlock TO lim_fleet;
 SET ROLE lim_fleet;
 SELECT count(distlock.session_open('1 hour')) AS fleet FROM generate_series(1, 250);
+SET ROLE lim_other;
+SELECT distlock.session_open('1 hour') AS os \gset
+SELECT distlock.enqueue('oq', '{}') AS oj \gset
+SELECT count(*) AS other_claimed FROM distlock.claim('oq', :'os');
 RESET ROLE;
+UPDATE distlock.sessions SET expires_at = clock_timestamp() - interval '1 hour'
+ WHERE id = :'os';
 UPDATE distlock.sessions SET expires_at = clock_timestamp() - interval '1 second'
  WHERE id IN (SELECT id FROM distlock.sessions
 			   WHERE created_by = 'lim_fleet'::regrole ORDER BY id LIMIT 200);
-SELECT distlock.set_limit('sessions', 40, 'lim_fleet');
+SELECT distlock.set_limit('sessions', 50, 'lim_fleet');
 BEGIN;
 SELECT pg_stat_get_xact_tuples_deleted('distlock.sessions'::regclass) AS del0 \gset
 SET LOCAL ROLE lim_fleet;
@@ -176,13 +182,52 @@ SELECT attempt('distlock.session_open(''1 hour'')');
 SELECT pg_stat_get_xact_tuples_deleted('distlock.sessions'::regclass) - :del0
 	   AS reaped_in_vain;
 ROLLBACK;
+-- one batch makes room under 160, two under 100
+CREATE FUNCTION pg_temp.fleet(OUT fleet_rows bigint, OUT fleet_dead bigint)
+LANGUAGE sql AS $$
+SELECT count(*), count(*) FILTER (WHERE expires_at <= clock_timestamp())
+  FROM distlock.sessions WHERE created_by = 'lim_fleet'::regrole
+$$;
+SELECT distlock.set_limit('sessions', 160, 'lim_fleet');
+SET ROLE lim_fleet;
+SELECT distlock.session_open('1 hour') IS NOT NULL AS fleet_opened;
+RESET ROLE;
+SELECT * FROM pg_temp.fleet();
 SELECT distlock.set_limit('sessions', 100, 'lim_fleet');
 SET ROLE lim_fleet;
 SELECT distlock.session_open('1 hour') IS NOT NULL AS fleet_opened;
 RESET ROLE;
-SELECT count(*) AS fleet_rows,
-	   count(*) FILTER (WHERE expires_at <= clock_timestamp()) AS fleet_dead
+SELECT * FROM pg_temp.fleet();
+SELECT s.id IS NOT NULL AS other_session_kept, j.status
+  FROM distlock.jobs j LEFT JOIN distlock.sessions s ON s.id = j.session_id
+ WHERE j.id = :oj;
+DELETE FROM distlock.jobs WHERE id = :oj;
+DELETE FROM distlock.sessions WHERE id = :'os';
+-- the walk goes past a whole batch it may not reap: sessions this
+-- transaction uses (each has claimed through one), expired first
+SELECT distlock.set_limit('sessions', 252, 'lim_fleet');
+BEGIN;
+SET LOCAL statement_timeout = '20s';
+SET LOCAL ROLE lim_fleet;
+CREATE TEMP TABLE fleet_used ON COMMIT DROP AS
+	SELECT distlock.session_open('1 hour') AS id FROM generate_series(1, 100);
+SELECT count(*) AS used_claimed
+  FROM fleet_used, LATERAL distlock.claim('empty', fleet_used.id) c;
+CREATE TEMP TABLE fleet_more ON COMMIT DROP AS
+	SELECT distlock.session_open('1 hour') AS id FROM generate_series(1, 100);
+RESET ROLE;
+UPDATE distlock.sessions SET expires_at = now() - interval '2 seconds'
+ WHERE id IN (SELECT id FROM fleet_used);
+UPDATE distlock.sessions SET expires_at = now() - interval '1 second'
+ WHERE id IN (SELECT id FROM fleet_more);
+SET LOCAL ROLE lim_fleet;
+SELECT distlock.session_open('1 hour') IS NOT NULL AS fleet_opened;
+RESET ROLE;
+SELECT count(*) FILTER (WHERE id IN (SELECT id FROM fleet_used)) AS used_kept,
+	   count(*) FILTER (WHERE id IN (SELECT id FROM fleet_more)) AS more_left,
+	   count(*) AS fleet_rows
   FROM distlock.sessions WHERE created_by = 'lim_fleet'::regrole;
+COMMIT;
 SELECT sessions FROM distlock.drop_owned('lim_fleet');
 REVOKE USAGE ON SCHEMA distlock FROM lim_fleet;
 DROP ROLE lim_fleet;
