@@ -218,9 +218,16 @@ CREATE TEMP TABLE fleet_more ON COMMIT DROP AS
 RESET ROLE;
 UPDATE distlock.sessions SET expires_at = now() - interval '2 seconds'
  WHERE id IN (SELECT id FROM fleet_used);
+-- only sessions in use have expired: refused; then, within a second of
+-- that walk in vain, refused without walking again
+SET LOCAL ROLE lim_fleet;
+SELECT attempt('distlock.session_open(''1 hour'')');
+RESET ROLE;
 UPDATE distlock.sessions SET expires_at = now() - interval '1 second'
  WHERE id IN (SELECT id FROM fleet_more);
 SET LOCAL ROLE lim_fleet;
+SELECT attempt('distlock.session_open(''1 hour'')');
+SELECT pg_sleep(1.1);
 SELECT distlock.session_open('1 hour') IS NOT NULL AS fleet_opened;
 RESET ROLE;
 SELECT count(*) FILTER (WHERE id IN (SELECT id FROM fleet_used)) AS used_kept,
