@@ -265,6 +265,8 @@ dl_limit_refuse(DistlockLimit which, Oid role, int32 limit)
 					DatumGetCString(DirectFunctionCall1(regroleout,
 														ObjectIdGetDatum(role))),
 					limit, limit_info[which].what),
+			 which == DL_LIMIT_SESSIONS ?
+			 errhint("Close some, or reap those that have expired with distlock.reap(), or have an administrator raise the limit with distlock.set_limit().") :
 			 errhint("End some, or have an administrator raise the limit with distlock.set_limit().")));
 }
 

@@ -89,7 +89,7 @@
 #include "compat.h"
 #include "distlock.h"
 
-/* see dl_reap_expired() and dl_reap_some() */
+/* see dl_reap_expired(), session_make_room() and dl_reap_some() */
 #define REAP_VAIN_BACKOFF	USECS_PER_SEC
 #define REAP_SOME_WALK		10
 
