@@ -781,6 +781,32 @@ typedef struct ReapCursor
 } ReapCursor;
 
 /*
+ * A per-connection pause after a walk that reaped nothing for a role:
+ * until "until", that role's next walk of the same kind is skipped.  (A
+ * clock set back ends the pause.)
+ */
+typedef struct ReapBackoff
+{
+	Oid			caller;
+	TimestampTz until;
+} ReapBackoff;
+
+static bool
+reap_backing_off(const ReapBackoff *b, Oid caller, TimestampTz now)
+{
+	return caller == b->caller && now < b->until &&
+		b->until - now <= REAP_VAIN_BACKOFF;
+}
+
+/* Pause caller's walks from now (InvalidOid: pause nobody's). */
+static void
+reap_back_off(ReapBackoff *b, Oid caller, TimestampTz now)
+{
+	b->caller = caller;
+	b->until = now + REAP_VAIN_BACKOFF;
+}
+
+/*
  * Reap session id, whose row version at tid was found expired at now,
  * unless a call is using it (this transaction's own among them) or its
  * row is held: see session_reap_batch().  Returns whether it was reaped.
@@ -800,7 +826,7 @@ session_reap_one(Datum id, ItemPointer tid, TimestampTz now)
 
 /*
  * Reap the n sessions an expired-sessions statement just found (id,
- * expires_at, ctid), moving *from (if given) past them, as
+ * expires_at, ctid), moving *from past them, as
  * session_reap_batch() below says; returns how many were reaped.
  */
 static int
@@ -822,7 +848,7 @@ session_reap_found(int n, TimestampTz now, ReapCursor *from)
 
 		ids[i] = *DatumGetUUIDP(dl_getattr(i, 1, &isnull));
 		tids[i] = *(ItemPointer) DatumGetPointer(dl_getattr(i, 3, &isnull));
-		if (from && i == n - 1)
+		if (i == n - 1)
 		{
 			from->expires_at = DatumGetTimestampTz(dl_getattr(i, 2, &isnull));
 			from->id = ids[i];
@@ -949,26 +975,23 @@ session_reaper(DistlockCall *call)
  * the next REAP_VAIN_BACKOFF without reaping, so that a session it may
  * not reap, which the background worker, an administrator or that
  * session's role's own claims have yet to reap, costs a walk per backoff,
- * not one per claim.  (A clock set back ends the backoff.)
+ * not one per claim.
  */
 int
 dl_reap_expired(DistlockCall *call, TimestampTz now, int limit)
 {
-	static TimestampTz vain_until = 0;
-	static Oid	vain_caller = InvalidOid;
+	static ReapBackoff backoff = {InvalidOid};
 	ReapCursor	from = {DT_NOBEGIN};
 	Oid			reaper = session_reaper(call);
 	int			examined;
 	int			reaped;
 
-	if (call->caller == vain_caller && now < vain_until &&
-		vain_until - now <= REAP_VAIN_BACKOFF)
+	if (reap_backing_off(&backoff, call->caller, now))
 		return 0;
 	/* one batch from the head, and as many whose promise passed */
 	reaped = session_reap_batch(now, limit, reaper, &from, &examined);
 	reaped += session_reap_promised(now, limit, reaper, &examined);
-	vain_caller = examined == 0 ? call->caller : InvalidOid;
-	vain_until = now + REAP_VAIN_BACKOFF;
+	reap_back_off(&backoff, examined == 0 ? call->caller : InvalidOid, now);
 	return reaped;
 }
 
@@ -1049,8 +1072,7 @@ dl_reap_all(DistlockCall *call)
 static bool
 session_make_room(DistlockCall *call, int32 *limit)
 {
-	static TimestampTz vain_until = 0;
-	static Oid	vain_caller = InvalidOid;
+	static ReapBackoff backoff = {InvalidOid};
 	TimestampTz now = GetCurrentTimestamp();
 	ReapCursor	from = {DT_NOBEGIN};
 	Datum		values[5];
@@ -1059,8 +1081,7 @@ session_make_room(DistlockCall *call, int32 *limit)
 	int			n;
 
 	if (IsolationUsesXactSnapshot() ||
-		(call->caller == vain_caller && now < vain_until &&
-		 vain_until - now <= REAP_VAIN_BACKOFF))
+		reap_backing_off(&backoff, call->caller, now))
 		return false;
 	values[0] = ObjectIdGetDatum(call->caller);
 	values[1] = TimestampTzGetDatum(now);
@@ -1079,8 +1100,7 @@ session_make_room(DistlockCall *call, int32 *limit)
 		if (!dl_limit_full(DL_LIMIT_SESSIONS, call->caller, limit))
 			return true;
 	} while (n == DISTLOCK_REAP_BATCH);
-	vain_caller = call->caller;
-	vain_until = now + REAP_VAIN_BACKOFF;
+	reap_back_off(&backoff, call->caller, now);
 	return false;
 }
 
