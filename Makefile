@@ -86,6 +86,7 @@ ISOLATION = \
 	throttle_foreign \
 	foreign_stall \
 	limit_count \
+	open_reaps_dead \
 	admin_skips_held \
 	queue_revoke \
 	producer_cleanup \

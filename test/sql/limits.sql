@@ -42,14 +42,15 @@ SELECT distlock.session_close(:'s2');
 SELECT distlock.session_open('1 hour') IS NOT NULL AS opened_again;
 -- a dead session not yet reaped is not one more: at its limit, a role's
 -- session_open reaps the role's own expired sessions first, handing their
--- jobs back (at READ COMMITTED; at REPEATABLE READ it is refused as
--- before)
+-- jobs back, or failing those out of attempts (at READ COMMITTED; at
+-- REPEATABLE READ it is refused as before)
 RESET ROLE;
 SELECT id AS s2b FROM distlock.sessions
  WHERE created_by = 'lim_app'::regrole AND id <> :'s1' \gset
 SET ROLE lim_app;
 SELECT distlock.enqueue('dead', '{}') AS dj \gset
-SELECT count(*) AS claimed FROM distlock.claim('dead', :'s2b');
+SELECT distlock.enqueue('dead', '{}', max_attempts => 1) AS dj1 \gset
+SELECT count(*) AS claimed FROM distlock.claim('dead', :'s2b', 2);
 RESET ROLE;
 UPDATE distlock.sessions SET expires_at = clock_timestamp() - interval '1 second'
  WHERE id = :'s2b';
@@ -61,7 +62,9 @@ SET ROLE lim_app;
 SELECT distlock.session_open('1 hour') IS NOT NULL AS opened_past_dead;
 RESET ROLE;
 SELECT count(*) AS dead_left FROM distlock.sessions WHERE id = :'s2b';
-SELECT status, session_id IS NULL AS unclaimed FROM distlock.jobs WHERE id = :dj;
+SELECT id = :dj AS dj, status, session_id IS NULL AS unclaimed, attempts,
+	   last_error, finished_at IS NOT NULL AS finished
+  FROM distlock.jobs WHERE id IN (:dj, :dj1) ORDER BY id;
 SELECT count(*) AS lim_app_sessions FROM distlock.sessions
  WHERE created_by = 'lim_app'::regrole;
 SET ROLE lim_app;
@@ -204,17 +207,21 @@ SELECT s.id IS NOT NULL AS other_session_kept, j.status
 DELETE FROM distlock.jobs WHERE id = :oj;
 DELETE FROM distlock.sessions WHERE id = :'os';
 -- the walk goes past a whole batch it may not reap: sessions this
--- transaction uses (each has claimed through one), expired first
+-- transaction uses (each has claimed through one), first in the walk's
+-- order; the others expire later at the same instant, so that the next
+-- batch starts on a tie, which the walk breaks on id
 SELECT distlock.set_limit('sessions', 252, 'lim_fleet');
 BEGIN;
 SET LOCAL statement_timeout = '20s';
 SET LOCAL ROLE lim_fleet;
+CREATE TEMP TABLE fleet_new ON COMMIT DROP AS
+	SELECT distlock.session_open('1 hour') AS id FROM generate_series(1, 200);
 CREATE TEMP TABLE fleet_used ON COMMIT DROP AS
-	SELECT distlock.session_open('1 hour') AS id FROM generate_series(1, 100);
+	SELECT id FROM fleet_new ORDER BY id LIMIT 100;
+CREATE TEMP TABLE fleet_more ON COMMIT DROP AS
+	SELECT id FROM fleet_new EXCEPT SELECT id FROM fleet_used;
 SELECT count(*) AS used_claimed
   FROM fleet_used, LATERAL distlock.claim('empty', fleet_used.id) c;
-CREATE TEMP TABLE fleet_more ON COMMIT DROP AS
-	SELECT distlock.session_open('1 hour') AS id FROM generate_series(1, 100);
 RESET ROLE;
 UPDATE distlock.sessions SET expires_at = now() - interval '2 seconds'
  WHERE id IN (SELECT id FROM fleet_used);
@@ -227,7 +234,7 @@ BEGIN
 	SET LOCAL ROLE lim_fleet;
 	RETURN NEXT attempt('distlock.session_open(''1 hour'')');
 	RESET ROLE;
-	UPDATE distlock.sessions SET expires_at = now() - interval '1 second'
+	UPDATE distlock.sessions SET expires_at = now() - interval '2 seconds'
 	 WHERE id IN (SELECT id FROM fleet_more);
 	SET LOCAL ROLE lim_fleet;
 	RETURN NEXT attempt('distlock.session_open(''1 hour'')');
