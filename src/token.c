@@ -59,7 +59,10 @@
  * transaction (pg_restore --single-transaction) can still find a standby
  * with part of it; that is not covered.
  * Tokens stay below 2^53, exact in JavaScript numbers and JSON doubles,
- * while the epoch is below 8192 (not enforced).
+ * while the epoch is below 8192 (not enforced).  The last epoch, 2^23 - 1
+ * (the largest whose tokens fit in a bigint), has none after it: a restore
+ * that shows it is never rebased, and a sequence set back in it is refused
+ * without being moved on.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -269,19 +272,36 @@ dl_token_prepare(void)
 static int64
 token_rebase_on(void)
 {
+	static bool warned = false;
 	int64		base;
 	int64		last = token_last() >> TOKEN_EPOCH_BITS;
+	int64		after;
 	bool		isnull;
 
-	if (!token_base(&base))
-	{
-		dl_exec_latest(&restored_stmt, NULL, NULL);
-		if (DatumGetBool(dl_getattr(0, 3, &isnull)))
-			return -1;
-		return Max(last, Max(dl_getint64(0, 1),
-							 dl_getint64(0, 2) >> TOKEN_EPOCH_BITS)) + 1;
-	}
-	return last > base + (int64) GetWALInsertionTimeLine() - 1 ? last : -1;
+	if (token_base(&base))
+		return last > base + (int64) GetWALInsertionTimeLine() - 1 ? last : -1;
+	dl_exec_latest(&restored_stmt, NULL, NULL);
+	if (DatumGetBool(dl_getattr(0, 3, &isnull)))
+		return -1;
+	after = Max(last, Max(dl_getint64(0, 1),
+						  dl_getint64(0, 2) >> TOKEN_EPOCH_BITS)) + 1;
+	if (after <= TOKEN_EPOCH_MAX)
+		return after;
+
+	/*
+	 * The restore shows the last epoch (a base or a token set by hand).  No
+	 * rebase can go past it, so grants stay refused; say why once, and let
+	 * maintain() go on with the rest of its work (an error would end every
+	 * pass of the background worker, and its reaping with it).
+	 */
+	if (!warned)
+		ereport(WARNING,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("fencing tokens cannot be rebased past epoch %lld",
+						(long long) TOKEN_EPOCH_MAX),
+				 errdetail("The restored distlock.token_epoch, distlock.locks or distlock.token_seq is in the last epoch; no lease is granted on this cluster.")));
+	warned = true;
+	return -1;
 }
 
 /*
@@ -387,8 +407,15 @@ dl_token_drawn(int64 token)
 	{
 		Oid			epochid = get_relname_relid("token_epoch",
 												dl_catalog()->schema);
-		Datum		next = Int64GetDatum((ready_epoch + 1) << TOKEN_EPOCH_BITS);
+		Datum		next;
 
+		if (ready_epoch >= TOKEN_EPOCH_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("fencing token %lld is below its epoch %lld, the last one",
+							(long long) token, (long long) ready_epoch),
+					 errdetail("distlock.token_seq was set back below the epoch, as by setval() or a restore, and there is no epoch after it.")));
+		next = Int64GetDatum((ready_epoch + 1) << TOKEN_EPOCH_BITS);
 		LockRelationOid(epochid, ShareRowExclusiveLock);
 		if (token_last() < DatumGetInt64(next))
 			dl_exec(&setval_stmt, &next, NULL, 0);

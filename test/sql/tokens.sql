@@ -142,3 +142,33 @@ SELECT reaped FROM distlock.maintain();
 SELECT base FROM distlock.token_epoch;
 SELECT distlock.try_acquire('r2', 'a') - 11 * 2 ^ 40 AS in_epoch_11;
 SELECT distlock.release('r1', 'a'), distlock.release('r2', 'a');
+
+-- the last epoch, 2^23 - 1, has none after it: a restore that shows it is
+-- never rebased (maintain() warns, once per connection, and goes on with
+-- the rest of its work) and grants stay refused (55000); a sequence set
+-- back below it is refused (54000) and left where it is
+SELECT last_value AS seq0 FROM distlock.token_seq \gset
+SELECT base AS base0 FROM distlock.token_epoch \gset
+DELETE FROM distlock.token_epoch;
+INSERT INTO distlock.token_epoch VALUES (42, 8388607);
+\c
+SELECT reaped FROM distlock.maintain();
+SELECT reaped FROM distlock.maintain();
+SELECT base, system_identifier = 42 AS other_cluster FROM distlock.token_epoch;
+SELECT attempt('distlock.try_acquire(''last'', ''a'')');
+DELETE FROM distlock.token_epoch;
+INSERT INTO distlock.token_epoch
+	SELECT system_identifier, 8388607 FROM pg_control_system();
+\c
+SELECT distlock.try_acquire('last', 'a') - (8388607::bigint << 40) AS in_last_epoch;
+SELECT setval('distlock.token_seq', (8388606::bigint << 40) + 5) > 0 AS set_back;
+SELECT attempt('distlock.try_acquire(''last2'', ''a'')');
+SELECT last_value - (8388606::bigint << 40) AS left_at FROM distlock.token_seq;
+SELECT distlock.release('last', 'a');
+-- (as it was before, for the tests after this one)
+DELETE FROM distlock.locks WHERE name = 'last';
+DELETE FROM distlock.token_epoch;
+INSERT INTO distlock.token_epoch
+	SELECT system_identifier, :base0 FROM pg_control_system();
+SELECT setval('distlock.token_seq', :seq0) > 0 AS set_again;
+\c
