@@ -162,7 +162,6 @@ static bool position_callbacks_registered = false;
 static PositionNote *position_notes = NULL;
 static int	position_nnotes = 0;
 static int	position_maxnotes = 0;
-static SubTransactionId position_subabort_done = InvalidSubTransactionId;
 
 static void
 positions_init(void *ptr)
@@ -400,21 +399,19 @@ dl_position_at_end(bool commit)
 						   note->taken_min);
 	}
 	position_nnotes = 0;
-	position_subabort_done = InvalidSubTransactionId;
 }
 
 /*
  * A subtransaction's abort makes what it took out of pending pending
  * again: lower the positions to everything the transaction took so far
- * (what its other subtransactions took only costs a walk).
+ * (what its other subtransactions took only costs a walk).  wake.c's
+ * callback and ours may both call this for one abort: lowering twice
+ * costs a ring slot, where remembering which abort was done would have to
+ * be forgotten at every end of a transaction, prepared ones included.
  */
 void
 dl_position_at_subabort(void)
 {
-	/* once per abort, whichever of wake.c's and our callbacks comes first */
-	if (position_subabort_done == GetCurrentSubTransactionId())
-		return;
-	position_subabort_done = GetCurrentSubTransactionId();
 	for (int i = 0; i < position_nnotes; i++)
 	{
 		if (position_notes[i].taken)
@@ -441,7 +438,6 @@ position_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
 			position_nnotes = 0;
-			position_subabort_done = InvalidSubTransactionId;
 			break;
 		default:
 			break;

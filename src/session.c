@@ -122,6 +122,13 @@ static DistlockStmt lock_heartbeat_stmt = {
 	1, {UUIDOID}
 };
 
+/* The same, skipping a row somebody holds. */
+static DistlockStmt lock_heartbeat_skip_stmt = {
+	"SELECT expires_at, created_by, ttl FROM distlock.sessions WHERE id = $1"
+	" FOR NO KEY UPDATE SKIP LOCKED",
+	1, {UUIDOID}
+};
+
 static DistlockStmt heartbeat_stmt = {
 	"UPDATE distlock.sessions SET heartbeat_at = $2, expires_at = $3"
 	" WHERE id = $1",
@@ -1188,6 +1195,35 @@ heartbeat_in_memory(Datum session_id, bool *live)
 }
 
 /*
+ * For a heartbeat that must write session_id's row, its beat lock held:
+ * lock the row if the session is live, and say whether it is.  An expired
+ * session stays dead, so one found expired is refused without waiting for
+ * a row lock that a reaper may hold until its transaction ends (the beat
+ * lock held meanwhile would make contenders count the session live), at
+ * every isolation level.  The session may expire between that look and
+ * the lock, and be reaped in that moment: so the row is locked without
+ * waiting first, and a row somebody holds is judged again, on a clock
+ * read after its holder locked it.  A reaper locks only what it found
+ * expired, so a session still live then is held by a close (or by an
+ * administrator's drop_owned()), which the heartbeat waits for.
+ */
+static bool
+heartbeat_lock_row(Datum session_id, DistlockCall *call)
+{
+	SessionState state;
+
+	if (session_state_now(session_id, NULL, NULL) != SESSION_LIVE)
+		return false;
+	state = session_lock_state(&lock_heartbeat_skip_stmt, session_id, call);
+	if (state != SESSION_MISSING)
+		return state == SESSION_LIVE;
+	/* held by somebody, or gone */
+	return session_state_now(session_id, NULL, NULL) == SESSION_LIVE &&
+		session_lock_state(&lock_heartbeat_stmt, session_id, call) ==
+		SESSION_LIVE;
+}
+
+/*
  * heartbeat(session_id uuid) RETURNS boolean
  *
  * Extend a live session to now + its ttl.  False when the session has
@@ -1216,18 +1252,7 @@ distlock_heartbeat(PG_FUNCTION_ARGS)
 
 		done = heartbeat_in_memory(values[0], &live);
 		if (!done)
-		{
-			/*
-			 * An expired session stays dead: say so without waiting for a
-			 * row lock that a reaper may hold until its transaction ends
-			 * (the beat lock held meanwhile would make contenders count
-			 * the session live), at every isolation level.
-			 */
-			live = session_state_now(values[0], NULL, NULL) == SESSION_LIVE;
-			if (live)
-				live = session_lock_state(&lock_heartbeat_stmt, values[0],
-										  &call) == SESSION_LIVE;
-		}
+			live = heartbeat_lock_row(values[0], &call);
 		/* refused: nothing is in flight, judges need not count it live */
 		if (!live)
 			session_unlock(values[0], SESSION_TAG_BEAT, ExclusiveLock);

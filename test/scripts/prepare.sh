@@ -115,3 +115,31 @@ check "advisory_locks shows the prepared transaction's lock, and only this datab
 		FROM distlock.advisory_locks WHERE key IN (4242, 4343)")" "4343:ExclusiveLock:true:true"
 sql "COMMIT PREPARED 'here'"
 command psql -X -q -d other -c "COMMIT PREPARED 'other'"
+
+# A subtransaction's abort lowers the claim positions once, whichever of
+# two callbacks comes first; what it remembers must not outlive its
+# transaction.  A transaction that made no position note but woke waiters
+# (an enqueue into a queue whose name takes no position) and rolled back a
+# savepoint is prepared; then, in the same connection, a claim rolled back
+# to a savepoint of the same number must still give its job back to the
+# claims after it.
+sid=$(sql "SELECT distlock.session_open('1 hour', 'w')")
+sql "SELECT distlock.enqueue('pq') > 0" >/dev/null
+out=$(session <<SQL
+BEGIN;
+SELECT distlock.enqueue(repeat('x', 64)) > 0;
+SAVEPOINT s;
+ROLLBACK TO SAVEPOINT s;
+PREPARE TRANSACTION 'woke';
+BEGIN;
+SAVEPOINT a;
+SELECT count(*) FROM distlock.claim('pq', '$sid');
+ROLLBACK TO SAVEPOINT a;
+COMMIT;
+SQL
+)
+check "a claim rolled back to a savepoint after a prepared transaction's" "$out" "t
+1"
+check "... gives its job back to the next claim" \
+	"$(sql "SELECT count(*) FROM distlock.claim('pq', '$sid')")" 1
+sql "COMMIT PREPARED 'woke'"
