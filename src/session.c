@@ -1306,31 +1306,45 @@ static DistlockStmt lock_drop_jobs_stmt = {
  *
  * Unlike a reap's, which hands back what it can of a session that is dead
  * anyway, this end is all or nothing: the session may be live, and a job
- * handed back while its worker goes on would be run twice.  So every
- * running job is locked first (the use lock keeps claims from adding
- * any), and the session's row only once they all are: the job rows locked
- * when one could not be stay locked until the transaction ends, but a
- * session left keeps its row free for its heartbeats that write it.
+ * handed back while its worker goes on would be run twice.  So its row and
+ * every running job (the use lock keeps claims from adding any) are locked
+ * first, in a subtransaction, which is rolled back if one could not be:
+ * a session left keeps nothing locked until the transaction ends, which
+ * would hold up its heartbeats that write its row, its worker's
+ * acknowledgements and the reaps of it.  (Each session ended adds a
+ * subtransaction to the caller's: past 64 of them, snapshots that
+ * concurrent transactions take see the subtransaction cache overflowed
+ * until the caller's transaction ends.)
  */
 bool
 dl_session_end_nowait(Datum session_id)
 {
 	Datum		values[1] = {session_id};
-	bool		isnull;
-	bool		locked;
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	bool		locked = false;
 
 	if (session_used_by_me(session_id) ||
 		!session_lock(session_id, SESSION_TAG_USE, ExclusiveLock, true))
 		return false;
-	dl_exec(&lock_drop_jobs_stmt, values, NULL, 1);
-	locked = DatumGetBool(dl_getattr(0, 1, &isnull));
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	if (dl_exec(&lock_drop_stmt, values, NULL, 1) == 1)
+	{
+		bool		isnull;
+
+		SPI_freetuptable(SPI_tuptable);
+		dl_exec(&lock_drop_jobs_stmt, values, NULL, 1);
+		locked = DatumGetBool(dl_getattr(0, 1, &isnull));
+	}
 	/* drop_owned() ends many sessions in one call: keep no result of each */
 	SPI_freetuptable(SPI_tuptable);
 	if (locked)
-	{
-		locked = dl_exec(&lock_drop_stmt, values, NULL, 1) == 1;
-		SPI_freetuptable(SPI_tuptable);
-	}
+		ReleaseCurrentSubTransaction();
+	else
+		RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
 	if (locked &&
 		session_end(session_id, GetCurrentTimestamp(),
 					"session dropped by an administrator", SESSION_END_DROP))
