@@ -1322,27 +1322,49 @@ dl_session_end_nowait(Datum session_id)
 	Datum		values[1] = {session_id};
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
-	bool		locked = false;
+	volatile bool locked = false;
 
 	if (session_used_by_me(session_id) ||
 		!session_lock(session_id, SESSION_TAG_USE, ExclusiveLock, true))
 		return false;
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
-	if (dl_exec(&lock_drop_stmt, values, NULL, 1) == 1)
+	PG_TRY();
 	{
-		bool		isnull;
+		if (dl_exec(&lock_drop_stmt, values, NULL, 1) == 1)
+		{
+			bool		isnull;
 
+			SPI_freetuptable(SPI_tuptable);
+			dl_exec(&lock_drop_jobs_stmt, values, NULL, 1);
+			locked = DatumGetBool(dl_getattr(0, 1, &isnull));
+		}
+		/* drop_owned() ends many sessions in one call: keep no result of each */
 		SPI_freetuptable(SPI_tuptable);
-		dl_exec(&lock_drop_jobs_stmt, values, NULL, 1);
-		locked = DatumGetBool(dl_getattr(0, 1, &isnull));
+		if (locked)
+			ReleaseCurrentSubTransaction();
+		else
+			RollbackAndReleaseCurrentSubTransaction();
 	}
-	/* drop_owned() ends many sessions in one call: keep no result of each */
-	SPI_freetuptable(SPI_tuptable);
-	if (locked)
-		ReleaseCurrentSubTransaction();
-	else
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/*
+		 * An error (40001 at REPEATABLE READ, a cancel, a lock timeout) ends
+		 * our subtransaction before it goes on to the caller's: left open,
+		 * the caller's own handler would roll back ours instead of its own,
+		 * still as the schema's owner.
+		 */
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
 		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
 	MemoryContextSwitchTo(cxt);
 	CurrentResourceOwner = owner;
 	if (locked &&
