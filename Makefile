@@ -87,6 +87,7 @@ ISOLATION = \
 	foreign_stall \
 	limit_count \
 	open_reaps_dead \
+	creator_cancel \
 	admin_skips_held \
 	queue_revoke \
 	producer_cleanup \

@@ -1297,6 +1297,51 @@ distlock_fail(PG_FUNCTION_ARGS)
 }
 
 /*
+ * For the cancel of a job's creator, which may cancel it only while
+ * pending, at READ COMMITTED: lock the job's latest committed version if
+ * it is pending, that version only (dl_version_lock()), and say whether it
+ * was.  The cancel's UPDATE alone would, for a job claimed since its
+ * snapshot, lock the running version before finding it no longer pending,
+ * and keep it locked until this transaction ends: the worker's
+ * acknowledgement would wait for the producer.
+ */
+static bool
+queue_lock_pending(Datum job_id)
+{
+	const DistlockCatalog *cat = dl_catalog();
+
+	for (;;)
+	{
+		LatestRead	lr;
+		ItemPointerData tid;
+		TransactionId xmin = InvalidTransactionId;
+		bool		pending = false;
+		bool		isnull;
+
+		CHECK_FOR_INTERRUPTS();
+		dl_latest_open(&lr, cat->jobs, AccessShareLock);
+		dl_latest_scan(&lr, cat->jobs_pkey, BTEqualStrategyNumber, F_INT8EQ,
+					   job_id);
+		if (dl_latest_next(&lr))
+		{
+			pending = DatumGetObjectId(slot_getattr(lr.slot, cat->job_status,
+													&isnull)) ==
+				cat->status_pending;
+			tid = lr.slot->tts_tid;
+			xmin = DatumGetTransactionId(slot_getsysattr(lr.slot,
+														 MinTransactionIdAttributeNumber,
+														 &isnull));
+		}
+		dl_latest_close(&lr);
+		if (!pending)
+			return false;
+		/* changed since it was read: read it again */
+		if (dl_version_lock(cat->jobs, &tid, xmin, LockTupleExclusive))
+			return true;
+	}
+}
+
+/*
  * cancel(job_id bigint) RETURNS boolean
  *
  * Cancel a pending or running job: true if it was, false if it had already
@@ -1319,7 +1364,12 @@ distlock_cancel(PG_FUNCTION_ARGS)
 	dl_enter(&call, "distlock.cancel()", true);
 	values[2] = BoolGetDatum(queue_job_check(&call, values[0], true));
 	values[1] = TimestampTzGetDatum(GetCurrentTimestamp());
-	done = dl_exec(&cancel_stmt, values, NULL, 0) == 1;
+	/* (at REPEATABLE READ the UPDATE raises 40001 for a changed job) */
+	if (!DatumGetBool(values[2]) && !IsolationUsesXactSnapshot() &&
+		!queue_lock_pending(values[0]))
+		done = false;
+	else
+		done = dl_exec(&cancel_stmt, values, NULL, 0) == 1;
 	dl_leave(&call);
 
 	PG_RETURN_BOOL(done);

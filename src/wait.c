@@ -710,43 +710,37 @@ wait_lease_held_by(text *name, text *owner)
 }
 
 /*
- * Without shared memory: wait until first in the lock manager's line of
- * lock name's waiters, or until deadline: returns whether first.  The lock
- * manager's own lock timeout bounds the wait, and its error is taken back
- * in a subtransaction.
+ * Run fn(arg) in a subtransaction whose lock waits end after until (the
+ * lock manager's own lock timeout, in place of the caller's): returns true
+ * if fn ran to its end, false if a lock wait ran out of time, its
+ * subtransaction rolled back.  Any other error goes on to the caller, the
+ * subtransaction rolled back first, after undo(arg) if given.
  */
 static bool
-wait_line_lock(text *name, TimestampTz deadline)
+wait_bounded(void (*fn) (void *), void (*undo) (void *), void *arg,
+			 TimestampTz until)
 {
-	uint64		key = wait_key(PointerGetDatum(name), false);
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
-	long		ms;
+	long		ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+													 until);
 	int			save_timeout = LockTimeout;
-	volatile bool first = false;
-
-	wait_line_leave();
-	SET_LOCKTAG_ADVISORY(line_tag, MyDatabaseId, (uint32) (key >> 32),
-						 (uint32) key, DISTLOCK_TAG_LINE);
-	line_tag_set = true;
-	if (LockAcquire(&line_tag, ExclusiveLock, true, true) !=
-		LOCKACQUIRE_NOT_AVAIL)
-		return true;
-	ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
-	if (ms <= 0)
-		return false;
+	volatile bool done = false;
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		LockTimeout = (int) Min(ms, (long) INT_MAX);
-		(void) LockAcquire(&line_tag, ExclusiveLock, true, false);
-		first = true;
+		/* at least 1 ms: 0 would mean no timeout */
+		LockTimeout = (int) Max(1, Min(ms, (long) INT_MAX));
+		fn(arg);
+		done = true;
 		LockTimeout = save_timeout;
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
+		/* again: a SET inside fn() may have saved ours, to put it back */
+		LockTimeout = save_timeout;
 	}
 	PG_CATCH();
 	{
@@ -759,14 +753,51 @@ wait_line_lock(text *name, TimestampTz deadline)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(cxt);
 		CurrentResourceOwner = owner;
-		/* granted as the wait was ended: not ours to keep */
-		wait_line_leave();
+		LockTimeout = save_timeout;
+		if (undo)
+			undo(arg);
 		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
 			ReThrowError(edata);
 		FreeErrorData(edata);
 	}
 	PG_END_TRY();
-	return first;
+	return done;
+}
+
+static void
+wait_line_lock_acquire(void *arg)
+{
+	(void) LockAcquire(&line_tag, ExclusiveLock, true, false);
+}
+
+static void
+wait_line_lock_undo(void *arg)
+{
+	/* granted as the wait was ended: not ours to keep */
+	wait_line_leave();
+}
+
+/*
+ * Without shared memory: wait until first in the lock manager's line of
+ * lock name's waiters, or until deadline: returns whether first.  The lock
+ * manager's own lock timeout bounds the wait (wait_bounded()).
+ */
+static bool
+wait_line_lock(text *name, TimestampTz deadline)
+{
+	uint64		key = wait_key(PointerGetDatum(name), false);
+
+	wait_line_leave();
+	SET_LOCKTAG_ADVISORY(line_tag, MyDatabaseId, (uint32) (key >> 32),
+						 (uint32) key, DISTLOCK_TAG_LINE);
+	line_tag_set = true;
+	if (LockAcquire(&line_tag, ExclusiveLock, true, true) !=
+		LOCKACQUIRE_NOT_AVAIL)
+		return true;
+	if (deadline <= GetCurrentTimestamp())
+		return false;
+	return wait_bounded(wait_line_lock_acquire, wait_line_lock_undo, NULL,
+						deadline);
 }
 
 /*
@@ -802,6 +833,43 @@ wait_line_join(text *name, Datum session_id, bool has_session,
 	}
 }
 
+/* acquire()'s arguments and what its try_acquire() returned. */
+typedef struct AcquireTry
+{
+	Datum	   *values;
+	const char *nulls;
+	Datum		token;
+	bool		isnull;
+} AcquireTry;
+
+static void
+wait_try_acquire_run(void *arg)
+{
+	AcquireTry *at = (AcquireTry *) arg;
+
+	at->token = wait_run(&try_acquire_stmt, at->values, at->nulls,
+						 &at->isnull, NULL, CurrentMemoryContext);
+}
+
+/*
+ * try_acquire() for acquire(), waiting for the lock's row no later than
+ * until: a row whose holder's transaction keeps it locked (an open fence(),
+ * or a renew() not yet committed, of a lease that has run out) would
+ * otherwise hold the call up past its wait and its session's heartbeats.
+ * A try that runs out of time is a refusal, to be looked at again.
+ */
+static Datum
+wait_try_acquire(Datum *values, const char *nulls, bool *isnull,
+				 TimestampTz until)
+{
+	AcquireTry	at = {values, nulls, (Datum) 0, true};
+
+	if (!wait_bounded(wait_try_acquire_run, NULL, &at, until))
+		at.isnull = true;
+	*isnull = at.isnull;
+	return at.isnull ? (Datum) 0 : at.token;
+}
+
 /*
  * acquire(lock_name text, owner text, ttl interval DEFAULT '30 seconds',
  *		   session_id uuid DEFAULT NULL, min_hold interval DEFAULT NULL,
@@ -820,6 +888,7 @@ distlock_acquire(PG_FUNCTION_ARGS)
 	Datum		values[5];
 	char		nulls[5] = "     ";
 	TimestampTz deadline;
+	TimestampTz beat_due = DT_NOEND;
 	bool		atomic;
 	bool		isnull = true;
 	Datum		token = (Datum) 0;
@@ -836,17 +905,28 @@ distlock_acquire(PG_FUNCTION_ARGS)
 	deadline = wait_begin_call(fcinfo, 5, "distlock.acquire()", &atomic);
 
 	/*
-	 * Not waiting, or re-entering (or renewing) a lease of its own, which
-	 * try_acquire() does at once: try_acquire(), which may also take a free
-	 * lock at once.  A refused re-entry (the lease is another role's, or
-	 * on hold) waits in line like any other.
+	 * Not waiting (or no owner, which try_acquire() refuses): try_acquire()
+	 * itself, under the caller's lock_timeout.  Re-entering (or renewing) a
+	 * lease of its own, which try_acquire() does at once: a try, which may
+	 * also take a free lock at once; a refused re-entry (the lease is
+	 * another role's, or on hold) waits in line like any other.
 	 */
-	if (deadline <= GetCurrentTimestamp() || nulls[1] != ' ' ||
-		wait_lease_held_by(name, (text *) DatumGetPointer(values[1])))
+	if (deadline <= GetCurrentTimestamp() || nulls[1] != ' ')
 	{
 		token = wait_run(&try_acquire_stmt, values, nulls, &isnull, NULL,
 						 CurrentMemoryContext);
-		if (!isnull || deadline <= GetCurrentTimestamp() || nulls[1] != ' ')
+		goto done;
+	}
+	if (wait_lease_held_by(name, (text *) DatumGetPointer(values[1])))
+	{
+		if (nulls[3] == ' ')
+		{
+			beat_due = wait_keep_session(values[3], GetCurrentTimestamp());
+			wait_commit(atomic);
+		}
+		token = wait_try_acquire(values, nulls, &isnull,
+								 Min(deadline, beat_due));
+		if (!isnull || deadline <= GetCurrentTimestamp())
 			goto done;
 	}
 
@@ -854,6 +934,11 @@ distlock_acquire(PG_FUNCTION_ARGS)
 	wait_commit(atomic);
 	if (!wait_line_join(name, values[3], nulls[3] == ' ', deadline, atomic))
 		goto done;
+	if (nulls[3] == ' ')
+	{
+		beat_due = wait_keep_session(values[3], GetCurrentTimestamp());
+		wait_commit(atomic);
+	}
 	for (;;)
 	{
 		TimestampTz now;
@@ -866,8 +951,8 @@ distlock_acquire(PG_FUNCTION_ARGS)
 			uint64		session_key;
 			TimestampTz free_at;
 
-			token = wait_run(&try_acquire_stmt, values, nulls, &isnull, NULL,
-							 CurrentMemoryContext);
+			token = wait_try_acquire(values, nulls, &isnull,
+									 Min(deadline, beat_due));
 			dl_wait_looked();
 			if (!isnull)
 				break;
@@ -893,7 +978,8 @@ distlock_acquire(PG_FUNCTION_ARGS)
 		/* a heartbeat in a transaction of its own, on the latest row */
 		if (nulls[3] == ' ')
 		{
-			until = Min(until, wait_keep_session(values[3], now));
+			beat_due = wait_keep_session(values[3], now);
+			until = Min(until, beat_due);
 			wait_commit(atomic);
 		}
 		dl_wait_sleep(until);
