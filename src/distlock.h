@@ -262,6 +262,8 @@ extern uint64 dl_exec_latest(DistlockStmt *stmt, Datum *values,
 							 const char *nulls);
 extern uint64 dl_exec_latest_read(DistlockStmt *stmt, Datum *values,
 								  const char *nulls);
+extern bool dl_subxact(bool (*fn) (void *),
+					   bool (*caught) (void *, ErrorData *), void *arg);
 extern Datum dl_getattr(int row, int col, bool *isnull);
 extern int64 dl_getint64(int row, int col);
 
@@ -286,6 +288,7 @@ typedef struct JobsTable
 	bool		positions;		/* claim positions may be used */
 } JobsTable;
 
+extern bool dl_table_plain(Oid relid);
 extern bool dl_jobs_open(JobsTable *jt, const AttrNumber *updated,
 						 int nupdated);
 extern void dl_jobs_close(JobsTable *jt);

@@ -61,8 +61,10 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
 #include "distlock.h"
@@ -218,4 +220,53 @@ dl_getint64(int row, int col)
 	if (isnull)
 		elog(ERROR, "unexpected null in column %d", col);
 	return DatumGetInt64(d);
+}
+
+/*
+ * Run fn(arg) in a subtransaction of its own, kept (released into the
+ * caller's) if fn returns true and rolled back if it returns false, which
+ * lets go of the row locks it took; returns what fn returned.  An error
+ * inside rolls the subtransaction back before it goes on: left open, a
+ * caller's own handler (a PL/pgSQL EXCEPTION clause) would roll back ours
+ * instead of its own, still as the schema's owner.  caught(arg, edata), if
+ * given, is then asked whether it takes the error (the call returns false)
+ * rather than let it go on.
+ */
+bool
+dl_subxact(bool (*fn) (void *), bool (*caught) (void *, ErrorData *),
+		   void *arg)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	volatile bool keep = false;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		keep = fn(arg);
+		if (keep)
+			ReleaseCurrentSubTransaction();
+		else
+			RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+		if (caught == NULL || !caught(arg, edata))
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		keep = false;
+	}
+	PG_END_TRY();
+	return keep;
 }

@@ -1297,6 +1297,26 @@ static DistlockStmt lock_drop_jobs_stmt = {
 	1, {UUIDOID}
 };
 
+/* Lock the row and every running job of session values[0], or nothing. */
+static bool
+session_drop_lock(void *arg)
+{
+	Datum	   *values = (Datum *) arg;
+	bool		locked = false;
+
+	if (dl_exec(&lock_drop_stmt, values, NULL, 1) == 1)
+	{
+		bool		isnull;
+
+		SPI_freetuptable(SPI_tuptable);
+		dl_exec(&lock_drop_jobs_stmt, values, NULL, 1);
+		locked = DatumGetBool(dl_getattr(0, 1, &isnull));
+	}
+	/* drop_owned() ends many sessions in one call: keep no result of each */
+	SPI_freetuptable(SPI_tuptable);
+	return locked;
+}
+
 /*
  * End session_id, live or not, for an administrator (drop_owned() in
  * admin.c, which has checked that the caller may act for its role), as
@@ -1320,53 +1340,12 @@ bool
 dl_session_end_nowait(Datum session_id)
 {
 	Datum		values[1] = {session_id};
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
-	volatile bool locked = false;
+	bool		locked;
 
 	if (session_used_by_me(session_id) ||
 		!session_lock(session_id, SESSION_TAG_USE, ExclusiveLock, true))
 		return false;
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		if (dl_exec(&lock_drop_stmt, values, NULL, 1) == 1)
-		{
-			bool		isnull;
-
-			SPI_freetuptable(SPI_tuptable);
-			dl_exec(&lock_drop_jobs_stmt, values, NULL, 1);
-			locked = DatumGetBool(dl_getattr(0, 1, &isnull));
-		}
-		/* drop_owned() ends many sessions in one call: keep no result of each */
-		SPI_freetuptable(SPI_tuptable);
-		if (locked)
-			ReleaseCurrentSubTransaction();
-		else
-			RollbackAndReleaseCurrentSubTransaction();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		/*
-		 * An error (40001 at REPEATABLE READ, a cancel, a lock timeout) ends
-		 * our subtransaction before it goes on to the caller's: left open,
-		 * the caller's own handler would roll back ours instead of its own,
-		 * still as the schema's owner.
-		 */
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		ReThrowError(edata);
-	}
-	PG_END_TRY();
-	MemoryContextSwitchTo(cxt);
-	CurrentResourceOwner = owner;
+	locked = dl_subxact(session_drop_lock, NULL, values);
 	if (locked &&
 		session_end(session_id, GetCurrentTimestamp(),
 					"session dropped by an administrator", SESSION_END_DROP))

@@ -114,6 +114,21 @@ table_not_plain(Relation rel)
 	return NULL;
 }
 
+/*
+ * Whether table relid has nothing only the executor applies
+ * (table_not_plain()): a row lock taken directly then locks what the
+ * statement after it finds.
+ */
+bool
+dl_table_plain(Oid relid)
+{
+	Relation	rel = table_open(relid, AccessShareLock);
+	bool		plain = table_not_plain(rel) == NULL;
+
+	table_close(rel, NoLock);
+	return plain;
+}
+
 /* Why, if at all, a NOT NULL on a column the call may empty needs ExecUpdate */
 static const char *
 not_null_column(Relation rel, const AttrNumber *nullable, int nnullable)

@@ -709,6 +709,38 @@ wait_lease_held_by(text *name, text *owner)
 	return held;
 }
 
+/* What wait_bounded() runs, and the lock timeouts it sets and restores. */
+typedef struct WaitBounded
+{
+	void		(*fn) (void *);
+	void		(*undo) (void *);
+	void	   *arg;
+	int			timeout;
+	int			save_timeout;
+} WaitBounded;
+
+static bool
+wait_bounded_run(void *arg)
+{
+	WaitBounded *wb = (WaitBounded *) arg;
+
+	LockTimeout = wb->timeout;
+	wb->fn(wb->arg);
+	LockTimeout = wb->save_timeout;
+	return true;
+}
+
+static bool
+wait_bounded_caught(void *arg, ErrorData *edata)
+{
+	WaitBounded *wb = (WaitBounded *) arg;
+
+	LockTimeout = wb->save_timeout;
+	if (wb->undo)
+		wb->undo(wb->arg);
+	return edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE;
+}
+
 /*
  * Run fn(arg) in a subtransaction whose lock waits end after until (the
  * lock manager's own lock timeout, in place of the caller's): returns true
@@ -720,47 +752,15 @@ static bool
 wait_bounded(void (*fn) (void *), void (*undo) (void *), void *arg,
 			 TimestampTz until)
 {
-	MemoryContext cxt = CurrentMemoryContext;
-	ResourceOwner owner = CurrentResourceOwner;
 	long		ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
 													 until);
-	int			save_timeout = LockTimeout;
-	volatile bool done = false;
+	/* at least 1 ms: 0 would mean no timeout */
+	WaitBounded wb = {fn, undo, arg, (int) Max(1, Min(ms, (long) INT_MAX)),
+	LockTimeout};
+	bool		done = dl_subxact(wait_bounded_run, wait_bounded_caught, &wb);
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(cxt);
-	PG_TRY();
-	{
-		/* at least 1 ms: 0 would mean no timeout */
-		LockTimeout = (int) Max(1, Min(ms, (long) INT_MAX));
-		fn(arg);
-		done = true;
-		LockTimeout = save_timeout;
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		/* again: a SET inside fn() may have saved ours, to put it back */
-		LockTimeout = save_timeout;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		LockTimeout = save_timeout;
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(cxt);
-		CurrentResourceOwner = owner;
-		LockTimeout = save_timeout;
-		if (undo)
-			undo(arg);
-		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
-			ReThrowError(edata);
-		FreeErrorData(edata);
-	}
-	PG_END_TRY();
+	/* again: a SET inside fn() may have saved ours, to put it back */
+	LockTimeout = wb.save_timeout;
 	return done;
 }
 
