@@ -833,43 +833,6 @@ wait_line_join(text *name, Datum session_id, bool has_session,
 	}
 }
 
-/* acquire()'s arguments and what its try_acquire() returned. */
-typedef struct AcquireTry
-{
-	Datum	   *values;
-	const char *nulls;
-	Datum		token;
-	bool		isnull;
-} AcquireTry;
-
-static void
-wait_try_acquire_run(void *arg)
-{
-	AcquireTry *at = (AcquireTry *) arg;
-
-	at->token = wait_run(&try_acquire_stmt, at->values, at->nulls,
-						 &at->isnull, NULL, CurrentMemoryContext);
-}
-
-/*
- * try_acquire() for acquire(), waiting for the lock's row no later than
- * until: a row whose holder's transaction keeps it locked (an open fence(),
- * or a renew() not yet committed, of a lease that has run out) would
- * otherwise hold the call up past its wait and its session's heartbeats.
- * A try that runs out of time is a refusal, to be looked at again.
- */
-static Datum
-wait_try_acquire(Datum *values, const char *nulls, bool *isnull,
-				 TimestampTz until)
-{
-	AcquireTry	at = {values, nulls, (Datum) 0, true};
-
-	if (!wait_bounded(wait_try_acquire_run, NULL, &at, until))
-		at.isnull = true;
-	*isnull = at.isnull;
-	return at.isnull ? (Datum) 0 : at.token;
-}
-
 /*
  * acquire(lock_name text, owner text, ttl interval DEFAULT '30 seconds',
  *		   session_id uuid DEFAULT NULL, min_hold interval DEFAULT NULL,
@@ -888,7 +851,6 @@ distlock_acquire(PG_FUNCTION_ARGS)
 	Datum		values[5];
 	char		nulls[5] = "     ";
 	TimestampTz deadline;
-	TimestampTz beat_due = DT_NOEND;
 	bool		atomic;
 	bool		isnull = true;
 	Datum		token = (Datum) 0;
@@ -905,28 +867,17 @@ distlock_acquire(PG_FUNCTION_ARGS)
 	deadline = wait_begin_call(fcinfo, 5, "distlock.acquire()", &atomic);
 
 	/*
-	 * Not waiting (or no owner, which try_acquire() refuses): try_acquire()
-	 * itself, under the caller's lock_timeout.  Re-entering (or renewing) a
-	 * lease of its own, which try_acquire() does at once: a try, which may
-	 * also take a free lock at once; a refused re-entry (the lease is
-	 * another role's, or on hold) waits in line like any other.
+	 * Not waiting, or re-entering (or renewing) a lease of its own, which
+	 * try_acquire() does at once: try_acquire(), which may also take a free
+	 * lock at once.  A refused re-entry (the lease is another role's, or
+	 * on hold) waits in line like any other.
 	 */
-	if (deadline <= GetCurrentTimestamp() || nulls[1] != ' ')
+	if (deadline <= GetCurrentTimestamp() || nulls[1] != ' ' ||
+		wait_lease_held_by(name, (text *) DatumGetPointer(values[1])))
 	{
 		token = wait_run(&try_acquire_stmt, values, nulls, &isnull, NULL,
 						 CurrentMemoryContext);
-		goto done;
-	}
-	if (wait_lease_held_by(name, (text *) DatumGetPointer(values[1])))
-	{
-		if (nulls[3] == ' ')
-		{
-			beat_due = wait_keep_session(values[3], GetCurrentTimestamp());
-			wait_commit(atomic);
-		}
-		token = wait_try_acquire(values, nulls, &isnull,
-								 Min(deadline, beat_due));
-		if (!isnull || deadline <= GetCurrentTimestamp())
+		if (!isnull || deadline <= GetCurrentTimestamp() || nulls[1] != ' ')
 			goto done;
 	}
 
@@ -934,11 +885,6 @@ distlock_acquire(PG_FUNCTION_ARGS)
 	wait_commit(atomic);
 	if (!wait_line_join(name, values[3], nulls[3] == ' ', deadline, atomic))
 		goto done;
-	if (nulls[3] == ' ')
-	{
-		beat_due = wait_keep_session(values[3], GetCurrentTimestamp());
-		wait_commit(atomic);
-	}
 	for (;;)
 	{
 		TimestampTz now;
@@ -951,8 +897,8 @@ distlock_acquire(PG_FUNCTION_ARGS)
 			uint64		session_key;
 			TimestampTz free_at;
 
-			token = wait_try_acquire(values, nulls, &isnull,
-									 Min(deadline, beat_due));
+			token = wait_run(&try_acquire_stmt, values, nulls, &isnull, NULL,
+							 CurrentMemoryContext);
 			dl_wait_looked();
 			if (!isnull)
 				break;
@@ -978,8 +924,7 @@ distlock_acquire(PG_FUNCTION_ARGS)
 		/* a heartbeat in a transaction of its own, on the latest row */
 		if (nulls[3] == ' ')
 		{
-			beat_due = wait_keep_session(values[3], now);
-			until = Min(until, beat_due);
+			until = Min(until, wait_keep_session(values[3], now));
 			wait_commit(atomic);
 		}
 		dl_wait_sleep(until);
