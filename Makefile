@@ -99,6 +99,7 @@ ISOLATION = \
 	ack_after_update \
 	claim_position_multi \
 	fence_recheck \
+	fence_holder \
 	token_floor \
 	snapshot_heartbeat \
 	foreign_reap \

@@ -132,13 +132,15 @@
 
 /*
  * The kinds of distlock's own advisory lock tags (their objsubid): a
- * session's use and beat locks (session.c) and the line of a lock's
- * waiters (wait.c).
+ * session's use and beat locks (session.c), the line of a lock's waiters
+ * (wait.c), a role's count of its rows (limits.c) and a lock's fences
+ * (lease.c).
  */
 #define DISTLOCK_TAG_USE			0x4401
 #define DISTLOCK_TAG_BEAT			0x4402
 #define DISTLOCK_TAG_LINE			0x4403
 #define DISTLOCK_TAG_LIMIT			0x4404
+#define DISTLOCK_TAG_FENCE			0x4405
 
 /* maintain() deletes at most this many rows of each table per pass. */
 #define DISTLOCK_PRUNE_BATCH		1000

@@ -73,10 +73,23 @@
  * executor applies and for REPEATABLE READ and SERIALIZABLE, and take the
  * same decisions on the same versions (test/sql/lease_paths.sql).
  *
- * fence() keeps its FOR SHARE lock until the caller's transaction ends, so
- * no other owner can take the lock before the writes fenced by it commit;
- * it judges the lease again under the lock, on a later clock reading, and
- * a refusal there is an error, which undoes the lock.
+ * fence() locks no row: it holds the name's fence lock, a heavyweight lock
+ * (lease_fence_tag()), in ShareLock until the caller's transaction ends,
+ * and every grant to another owner first passes through it in
+ * ExclusiveLock (lease_wait_fences()), so no other owner can take the lock
+ * before the writes fenced by it commit, while the holder's renew and
+ * release, which never take the fence lock, go on.  (A key share lock on
+ * the row would let those through too, but heap_update() can drop a key
+ * share locker that arrives while an update moves the row to another
+ * page.)  The grant passes through the fence lock before it locks the
+ * row, and so never waits for a fence while it holds the row a fencing
+ * transaction may renew.  fence() judges the lease before taking the
+ * fence lock, so a refusal takes nothing, and again, on the row read
+ * again and a later clock reading, once it holds it: a grant that passed
+ * through before then had judged the same version (or committed a newer
+ * one, which fence() finds stale) takeable, for good (see above), and the
+ * holder's view of a version is the stricter, so the second judgement
+ * refuses; a refusal is an error, which undoes the fence lock.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -93,6 +106,7 @@
 #include "commands/sequence.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
@@ -144,6 +158,35 @@ static DistlockStmt release_stmt = {
 	" WHERE ctid = $1",
 	2, {TIDOID, TIMESTAMPTZOID}
 };
+
+/*
+ * The fence lock of lock name: an advisory lock tag of distlock's own kind,
+ * keyed by the name's digest (two names sharing a key only wait for each
+ * other's fences).
+ */
+static void
+lease_fence_tag(LOCKTAG *tag, text *name)
+{
+	uint64		key = dl_wait_key_of(DL_WAIT_LEASE, InvalidOid,
+									 PointerGetDatum(name));
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (key >> 32),
+						 (uint32) key, DISTLOCK_TAG_FENCE);
+}
+
+/*
+ * Wait until no other transaction holds a fence of lock name, before a
+ * grant to a new owner: pass through its fence lock, keeping nothing.
+ */
+static void
+lease_wait_fences(text *name)
+{
+	LOCKTAG		tag;
+
+	lease_fence_tag(&tag, name);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	LockRelease(&tag, ExclusiveLock, false);
+}
 
 /* The lock row as lease_read() read it. */
 typedef struct LeaseRow
@@ -501,6 +544,8 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 			values[3] = TimestampTzGetDatum(now);
 			lease_expiry(ttl, now, &values[4], &nulls[4]);
 			values[0] = PointerGetDatum(name);
+			/* a fence may outlive the row (drop_owned() deleted it) */
+			lease_wait_fences(name);
 			if (dl_exec(&insert_stmt, values, nulls, 0) == 1)
 			{
 				granted = true;
@@ -520,7 +565,12 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		if (!reentry && lease_blocks(&row, intact, now))
 			break;				/* held by another owner, or on hold */
 
-		/* ours to take: lock the version judged, or judge the new one */
+		/*
+		 * Ours to take: lock the version judged, or judge the new one; a new
+		 * owner waits for the fences of the old one first.
+		 */
+		if (!reentry)
+			lease_wait_fences(name);
 		if (!lease_lock(&row, LockTupleExclusive))
 		{
 			CHECK_FOR_INTERRUPTS();
@@ -687,11 +737,12 @@ lease_check_fence(DistlockCall *call, LeaseRow *row, const char *cname,
  *
  * Raise 55000 unless token is the current token of a live lease on
  * lock_name, granted to a role the caller may act for.  On success the
- * lock row stays share-locked until the caller's transaction ends: another
+ * name's fence lock is held until the caller's transaction ends: another
  * owner's try_acquire waits for it, so writes made in this transaction
- * after fence() commit only while the lease is still this token's.  The
- * lease is judged before the row is locked, so a refusal locks nothing,
- * and again once it is, on the clock read after the lock.
+ * after fence() commit only while the lease is still this token's; the
+ * holder's renew and release do not wait.  The lease is judged before the
+ * fence lock is taken, so a refusal takes nothing, and again once it is,
+ * on the row read again and the clock read after the lock.
  */
 Datum
 distlock_fence(PG_FUNCTION_ARGS)
@@ -699,6 +750,8 @@ distlock_fence(PG_FUNCTION_ARGS)
 	text	   *name = dl_arg_name(fcinfo, 0, "lock name");
 	DistlockCall call;
 	LeaseRow	row;
+	bool		found;
+	LOCKTAG		tag;
 	int64		token;
 	char	   *cname;
 
@@ -707,16 +760,12 @@ distlock_fence(PG_FUNCTION_ARGS)
 	cname = text_to_cstring(name);
 
 	dl_enter(&call, "distlock.fence()", true);
-	for (;;)
-	{
-		bool		found = lease_read(name, &row);
-
-		lease_check_fence(&call, found ? &row : NULL, cname, token);
-		if (lease_lock(&row, LockTupleShare))
-			break;
-		CHECK_FOR_INTERRUPTS();
-	}
-	lease_check_fence(&call, &row, cname, token);
+	found = lease_read(name, &row);
+	lease_check_fence(&call, found ? &row : NULL, cname, token);
+	lease_fence_tag(&tag, name);
+	(void) LockAcquire(&tag, ShareLock, false, false);
+	found = lease_read(name, &row);
+	lease_check_fence(&call, found ? &row : NULL, cname, token);
 	dl_leave(&call);
 
 	PG_RETURN_VOID();

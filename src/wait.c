@@ -709,83 +709,48 @@ wait_lease_held_by(text *name, text *owner)
 	return held;
 }
 
-/* What wait_bounded() runs, and the lock timeouts it sets and restores. */
-typedef struct WaitBounded
+/* The lock timeout of wait_line_lock()'s wait, and the caller's. */
+typedef struct LineWait
 {
-	void		(*fn) (void *);
-	void		(*undo) (void *);
-	void	   *arg;
 	int			timeout;
 	int			save_timeout;
-} WaitBounded;
+} LineWait;
 
 static bool
-wait_bounded_run(void *arg)
+wait_line_lock_run(void *arg)
 {
-	WaitBounded *wb = (WaitBounded *) arg;
+	LineWait   *lw = (LineWait *) arg;
 
-	LockTimeout = wb->timeout;
-	wb->fn(wb->arg);
-	LockTimeout = wb->save_timeout;
+	LockTimeout = lw->timeout;
+	(void) LockAcquire(&line_tag, ExclusiveLock, true, false);
+	LockTimeout = lw->save_timeout;
 	return true;
 }
 
 static bool
-wait_bounded_caught(void *arg, ErrorData *edata)
+wait_line_lock_caught(void *arg, ErrorData *edata)
 {
-	WaitBounded *wb = (WaitBounded *) arg;
+	LineWait   *lw = (LineWait *) arg;
 
-	LockTimeout = wb->save_timeout;
-	if (wb->undo)
-		wb->undo(wb->arg);
-	return edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE;
-}
-
-/*
- * Run fn(arg) in a subtransaction whose lock waits end after until (the
- * lock manager's own lock timeout, in place of the caller's): returns true
- * if fn ran to its end, false if a lock wait ran out of time, its
- * subtransaction rolled back.  Any other error goes on to the caller, the
- * subtransaction rolled back first, after undo(arg) if given.
- */
-static bool
-wait_bounded(void (*fn) (void *), void (*undo) (void *), void *arg,
-			 TimestampTz until)
-{
-	long		ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-													 until);
-	/* at least 1 ms: 0 would mean no timeout */
-	WaitBounded wb = {fn, undo, arg, (int) Max(1, Min(ms, (long) INT_MAX)),
-	LockTimeout};
-	bool		done = dl_subxact(wait_bounded_run, wait_bounded_caught, &wb);
-
-	/* again: a SET inside fn() may have saved ours, to put it back */
-	LockTimeout = wb.save_timeout;
-	return done;
-}
-
-static void
-wait_line_lock_acquire(void *arg)
-{
-	(void) LockAcquire(&line_tag, ExclusiveLock, true, false);
-}
-
-static void
-wait_line_lock_undo(void *arg)
-{
-	/* granted as the wait was ended: not ours to keep */
+	LockTimeout = lw->save_timeout;
+	/* a session lock, granted as the wait was ended: not ours to keep */
 	wait_line_leave();
+	return edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE;
 }
 
 /*
  * Without shared memory: wait until first in the lock manager's line of
  * lock name's waiters, or until deadline: returns whether first.  The lock
- * manager's own lock timeout bounds the wait (wait_bounded()).
+ * manager's own lock timeout, in place of the caller's, bounds the wait, in
+ * a subtransaction that the timeout's error rolls back (dl_subxact()); any
+ * other error goes on to the caller.
  */
 static bool
 wait_line_lock(text *name, TimestampTz deadline)
 {
 	uint64		key = wait_key(PointerGetDatum(name), false);
+	LineWait	lw;
+	long		ms;
 
 	wait_line_leave();
 	SET_LOCKTAG_ADVISORY(line_tag, MyDatabaseId, (uint32) (key >> 32),
@@ -796,8 +761,11 @@ wait_line_lock(text *name, TimestampTz deadline)
 		return true;
 	if (deadline <= GetCurrentTimestamp())
 		return false;
-	return wait_bounded(wait_line_lock_acquire, wait_line_lock_undo, NULL,
-						deadline);
+	ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+	/* at least 1 ms: 0 would mean no timeout */
+	lw.timeout = (int) Max(1, Min(ms, (long) INT_MAX));
+	lw.save_timeout = LockTimeout;
+	return dl_subxact(wait_line_lock_run, wait_line_lock_caught, &lw);
 }
 
 /*
