@@ -73,23 +73,30 @@
  * executor applies and for REPEATABLE READ and SERIALIZABLE, and take the
  * same decisions on the same versions (test/sql/lease_paths.sql).
  *
- * fence() locks no row: it holds the name's fence lock, a heavyweight lock
- * (lease_fence_tag()), in ShareLock until the caller's transaction ends,
- * and every grant to another owner first passes through it in
- * ExclusiveLock (lease_wait_fences()), so no other owner can take the lock
- * before the writes fenced by it commit, while the holder's renew and
- * release, which never take the fence lock, go on.  (A key share lock on
- * the row would let those through too, but heap_update() can drop a key
- * share locker that arrives while an update moves the row to another
- * page.)  The grant passes through the fence lock before it locks the
- * row, and so never waits for a fence while it holds the row a fencing
- * transaction may renew.  fence() judges the lease before taking the
- * fence lock, so a refusal takes nothing, and again, on the row read
- * again and a later clock reading, once it holds it: a grant that passed
- * through before then had judged the same version (or committed a newer
- * one, which fence() finds stale) takeable, for good (see above), and the
- * holder's view of a version is the stricter, so the second judgement
- * refuses; a refusal is an error, which undoes the fence lock.
+ * fence() holds two locks until the caller's transaction ends: the name's
+ * fence lock, a heavyweight lock (lease_fence_tag()), in ShareLock, and
+ * the version of the row it judged, FOR KEY SHARE.  A grant to another
+ * owner first waits for every transaction that holds the fence lock
+ * (lease_wait_fences(), as WaitForLockers() waits, without joining the
+ * lock's queue, so that no later fence waits behind it), and then locks
+ * the version it judged FOR UPDATE, which conflicts with a key share lock.
+ * So a fence that took the fence lock before the grant looked is waited
+ * for; one that took it later meets the grant at the version, and
+ * whichever locks it first is waited for by the other (a fence that waited
+ * finds the version replaced, and the lease another owner's).  The
+ * holder's renew, release and re-entry lock the row FOR NO KEY UPDATE,
+ * which does not conflict with a key share lock, and never take the fence
+ * lock, so a fencing transaction never holds up its own lease, nor the
+ * holder's changes a fence.  The fence lock is what keeps a grant off the
+ * versions they write after the fence: heap_update() carries a key share
+ * locker over to the new version, but can drop one that arrives while the
+ * update moves the row to another page.  (A grant could then find the
+ * version the fence judged live unlocked, after such an update rolled
+ * back, only if it had judged the same version takeable before the fence
+ * took the fence lock: on a server clock that stepped back.)  fence()
+ * judges the lease before each lock, so a refusal takes nothing, and again
+ * once it holds the version, on a later clock reading; a refusal is an
+ * error, which undoes the locks.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -106,7 +113,7 @@
 #include "commands/sequence.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "storage/lock.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
@@ -175,8 +182,8 @@ lease_fence_tag(LOCKTAG *tag, text *name)
 }
 
 /*
- * Wait until no other transaction holds a fence of lock name, before a
- * grant to a new owner: pass through its fence lock, keeping nothing.
+ * Wait until every other transaction that holds a fence of lock name now
+ * has ended, before a grant to a new owner (see the header comment).
  */
 static void
 lease_wait_fences(text *name)
@@ -184,8 +191,7 @@ lease_wait_fences(text *name)
 	LOCKTAG		tag;
 
 	lease_fence_tag(&tag, name);
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-	LockRelease(&tag, ExclusiveLock, false);
+	WaitForLockers(tag, ExclusiveLock, false);
 }
 
 /* The lock row as lease_read() read it. */
@@ -538,14 +544,17 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 
 		if (!lease_read(name, &row))
 		{
-			/* first grant ever; lose a race and we read the winner's row */
+			/*
+			 * First grant ever; lose a race and we read the winner's row.  A
+			 * fence may outlive the row (drop_owned() deleted it): wait for
+			 * it before anything the grant is made of is read.
+			 */
+			lease_wait_fences(name);
 			dl_limit_count_locks(call.caller, PointerGetDatum(name));
 			now = lease_grant_now(has_session, &session_expires, values[2]);
 			values[3] = TimestampTzGetDatum(now);
 			lease_expiry(ttl, now, &values[4], &nulls[4]);
 			values[0] = PointerGetDatum(name);
-			/* a fence may outlive the row (drop_owned() deleted it) */
-			lease_wait_fences(name);
 			if (dl_exec(&insert_stmt, values, nulls, 0) == 1)
 			{
 				granted = true;
@@ -566,12 +575,14 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 			break;				/* held by another owner, or on hold */
 
 		/*
-		 * Ours to take: lock the version judged, or judge the new one; a new
-		 * owner waits for the fences of the old one first.
+		 * Ours to take: lock the version judged, or judge the new one.  A
+		 * new owner waits for the fences first, and locks FOR UPDATE; the
+		 * holder re-entering, FOR NO KEY UPDATE (header comment).
 		 */
 		if (!reentry)
 			lease_wait_fences(name);
-		if (!lease_lock(&row, LockTupleExclusive))
+		if (!lease_lock(&row, reentry ? LockTupleNoKeyExclusive :
+						LockTupleExclusive))
 		{
 			CHECK_FOR_INTERRUPTS();
 			continue;
@@ -618,7 +629,7 @@ lease_lock_own(DistlockCall *call, text *name, text *owner, LeaseRow *row)
 			!lease_is_callers(call, row, owner) ||
 			!lease_claim_intact(row, false))
 			return false;
-		if (lease_lock(row, LockTupleExclusive))
+		if (lease_lock(row, LockTupleNoKeyExclusive))
 			return true;
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -741,8 +752,8 @@ lease_check_fence(DistlockCall *call, LeaseRow *row, const char *cname,
  * owner's try_acquire waits for it, so writes made in this transaction
  * after fence() commit only while the lease is still this token's; the
  * holder's renew and release do not wait.  The lease is judged before the
- * fence lock is taken, so a refusal takes nothing, and again once it is,
- * on the row read again and the clock read after the lock.
+ * locks are taken, so a refusal takes nothing, and again once they are, on
+ * the clock read after them.
  */
 Datum
 distlock_fence(PG_FUNCTION_ARGS)
@@ -750,7 +761,7 @@ distlock_fence(PG_FUNCTION_ARGS)
 	text	   *name = dl_arg_name(fcinfo, 0, "lock name");
 	DistlockCall call;
 	LeaseRow	row;
-	bool		found;
+	bool		fenced = false;
 	LOCKTAG		tag;
 	int64		token;
 	char	   *cname;
@@ -760,12 +771,20 @@ distlock_fence(PG_FUNCTION_ARGS)
 	cname = text_to_cstring(name);
 
 	dl_enter(&call, "distlock.fence()", true);
-	found = lease_read(name, &row);
-	lease_check_fence(&call, found ? &row : NULL, cname, token);
 	lease_fence_tag(&tag, name);
-	(void) LockAcquire(&tag, ShareLock, false, false);
-	found = lease_read(name, &row);
-	lease_check_fence(&call, found ? &row : NULL, cname, token);
+	for (;;)
+	{
+		bool		found = lease_read(name, &row);
+
+		lease_check_fence(&call, found ? &row : NULL, cname, token);
+		if (!fenced)
+			(void) LockAcquire(&tag, ShareLock, false, false);
+		fenced = true;
+		if (lease_lock(&row, LockTupleKeyShare))
+			break;
+		CHECK_FOR_INTERRUPTS();
+	}
+	lease_check_fence(&call, &row, cname, token);
 	dl_leave(&call);
 
 	PG_RETURN_VOID();

@@ -918,6 +918,14 @@ dl_version_check_visible(Oid relid, ItemPointer tid, TransactionId xmin)
  * keeping the lock when the test fails; a caller that judged a version
  * before locking it reads the row again instead, and so never keeps a lock
  * on a row it has not judged (lease.c).
+ *
+ * A key share lock does not conflict with an update that leaves the key
+ * alone, so heap_lock_tuple() grants it without waiting on a version whose
+ * update is in progress, or has committed (as for a foreign key's check):
+ * only a version no committed update has replaced counts as unchanged, so
+ * the call may return false having locked the version (fence() then reads
+ * the row again and locks its latest version, or raises, which undoes the
+ * lock).
  */
 bool
 dl_version_lock(Oid relid, ItemPointer tid, TransactionId xmin,
@@ -935,6 +943,14 @@ dl_version_lock(Oid relid, ItemPointer tid, TransactionId xmin,
 		result = table_tuple_lock(lr.rel, tid, lr.snapshot, locked,
 								  GetCurrentCommandId(true), mode,
 								  LockWaitBlock, 0, &tmfd);
+		if (result == TM_Ok && mode == LockTupleKeyShare)
+		{
+			Snapshot	latest = RegisterSnapshot(GetLatestSnapshot());
+
+			if (!version_fetch(lr.rel, latest, locked, tid, xmin))
+				result = TM_Updated;
+			UnregisterSnapshot(latest);
+		}
 		ExecDropSingleTupleTableSlot(locked);
 	}
 	dl_latest_close(&lr);
@@ -1021,8 +1037,9 @@ dl_row_update_end(RowUpdate *ru)
 
 	/*
 	 * wait: heap_update() finds our own lock in the way (TM_BeingModified)
-	 * and goes ahead only when it may wait; nobody else holds the version,
-	 * so it never does.
+	 * and goes ahead only when it may wait; nobody else holds the version in
+	 * a mode that conflicts with ours (a fence's key share lock does not:
+	 * lease.c), so it never does.
 	 */
 	result = update_version(ru->rel, &ru->old->tts_tid, ru->new,
 							GetCurrentCommandId(true), ru->snapshot, true,
