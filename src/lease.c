@@ -95,8 +95,11 @@
  * back, only if it had judged the same version takeable before the fence
  * took the fence lock: on a server clock that stepped back.)  fence()
  * judges the lease before each lock, so a refusal takes nothing, and again
- * once it holds the version, on a later clock reading; a refusal is an
- * error, which undoes the locks.
+ * once it holds the version, on the row and the holder's session read
+ * again and a later clock reading (what a grant that did not wait for the
+ * fence judged before it, the holder's view finds too); a refusal is an
+ * error, which undoes the locks.  A grant waits for a fencing transaction
+ * whole, even after a savepoint's rollback undid the fence.
  *
  * Portions Copyright (c) 2026, the distlock authors
  *
@@ -761,6 +764,7 @@ distlock_fence(PG_FUNCTION_ARGS)
 	text	   *name = dl_arg_name(fcinfo, 0, "lock name");
 	DistlockCall call;
 	LeaseRow	row;
+	bool		found;
 	bool		fenced = false;
 	LOCKTAG		tag;
 	int64		token;
@@ -774,8 +778,7 @@ distlock_fence(PG_FUNCTION_ARGS)
 	lease_fence_tag(&tag, name);
 	for (;;)
 	{
-		bool		found = lease_read(name, &row);
-
+		found = lease_read(name, &row);
 		lease_check_fence(&call, found ? &row : NULL, cname, token);
 		if (!fenced)
 			(void) LockAcquire(&tag, ShareLock, false, false);
@@ -784,7 +787,15 @@ distlock_fence(PG_FUNCTION_ARGS)
 			break;
 		CHECK_FOR_INTERRUPTS();
 	}
-	lease_check_fence(&call, &row, cname, token);
+
+	/*
+	 * Judge again on a later clock, and on the row and the holder's session
+	 * read again: the session may have been closed since it was read, and
+	 * a grant to another owner that found it closed may have waited for
+	 * the fences before we took the fence lock (header comment).
+	 */
+	found = lease_read(name, &row);
+	lease_check_fence(&call, found ? &row : NULL, cname, token);
 	dl_leave(&call);
 
 	PG_RETURN_VOID();
