@@ -266,6 +266,11 @@ extern uint64 dl_exec_latest_read(DistlockStmt *stmt, Datum *values,
 								  const char *nulls);
 extern bool dl_subxact(bool (*fn) (void *),
 					   bool (*caught) (void *, ErrorData *), void *arg);
+extern bool dl_wait_bounded(void (*fn) (void *), void (*undo) (void *),
+							void *arg, TimestampTz until);
+
+/* lease.c */
+extern PGDLLIMPORT TimestampTz dl_try_until;
 extern Datum dl_getattr(int row, int col, bool *isnull);
 extern int64 dl_getint64(int row, int col);
 

@@ -63,6 +63,9 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
 #include "utils/guc.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
@@ -269,4 +272,94 @@ dl_subxact(bool (*fn) (void *), bool (*caught) (void *, ErrorData *),
 	}
 	PG_END_TRY();
 	return keep;
+}
+
+/* What dl_wait_bounded() runs, and the timeouts it sets and restores. */
+typedef struct WaitBounded
+{
+	void		(*fn) (void *);
+	void		(*undo) (void *);
+	void	   *arg;
+	TimestampTz until;
+	bool		timer;			/* LOCK_TIMEOUT armed at until by us */
+	bool		statement_timer;	/* STATEMENT_TIMEOUT armed on entry */
+	int			save_timeout;
+} WaitBounded;
+
+static bool
+wait_bounded_run(void *arg)
+{
+	WaitBounded *wb = (WaitBounded *) arg;
+
+	/*
+	 * The lock timeout's timer, at until for all the waits fn makes
+	 * together: with lock_timeout 0, ProcSleep() neither sets nor clears
+	 * it.  An until already past waits at most a millisecond for each lock,
+	 * as lock_timeout would, so that a last look can still succeed.
+	 */
+	wb->timer = wb->until > GetCurrentTimestamp();
+	LockTimeout = wb->timer ? 0 : 1;
+	if (wb->timer)
+		enable_timeout_at(LOCK_TIMEOUT, wb->until);
+	wb->fn(wb->arg);
+	if (wb->timer)
+		disable_timeout(LOCK_TIMEOUT, true);
+	LockTimeout = wb->save_timeout;
+
+	/*
+	 * A timeout that fired as fn finished is ours to take here, not the
+	 * caller's: its indicator was kept, so it is reported as one.
+	 */
+	CHECK_FOR_INTERRUPTS();
+	return true;
+}
+
+static bool
+wait_bounded_caught(void *arg, ErrorData *edata)
+{
+	WaitBounded *wb = (WaitBounded *) arg;
+
+	if (wb->timer)
+	{
+		disable_timeout(LOCK_TIMEOUT, true);
+		/* fired while another error rolled back: a cancel of ours, gone */
+		if (get_timeout_indicator(LOCK_TIMEOUT, true))
+			QueryCancelPending = false;
+	}
+	LockTimeout = wb->save_timeout;
+	if (wb->undo)
+		wb->undo(wb->arg);
+	if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+		return false;
+
+	/*
+	 * The caller's statement timeout, fired with ours, is reported as ours
+	 * (ProcessInterrupts()) and would be lost with it.
+	 */
+	if (wb->statement_timer && !get_timeout_active(STATEMENT_TIMEOUT) &&
+		get_timeout_finish_time(STATEMENT_TIMEOUT) <= GetCurrentTimestamp())
+		ereport(ERROR,
+				(errcode(ERRCODE_QUERY_CANCELED),
+				 errmsg("canceling statement due to statement timeout")));
+	return true;
+}
+
+/*
+ * Run fn(arg) in a subtransaction (dl_subxact()) whose lock waits, all of
+ * them together, end at until: the lock manager's lock timeout, set to
+ * that instant in place of the caller's lock_timeout.  Returns true if fn
+ * ran to its end, what it locked kept; false if until came first, the
+ * subtransaction rolled back, after undo(arg) if given.  Any other error
+ * goes on to the caller, the same way.  Nothing fn writes may need its
+ * row's xmin to be the transaction's own id, and fn may not call this
+ * again (the timer is one).
+ */
+bool
+dl_wait_bounded(void (*fn) (void *), void (*undo) (void *), void *arg,
+				TimestampTz until)
+{
+	WaitBounded wb = {fn, undo, arg, until, false,
+	get_timeout_active(STATEMENT_TIMEOUT), LockTimeout};
+
+	return dl_subxact(wait_bounded_run, wait_bounded_caught, &wb);
 }

@@ -185,16 +185,36 @@ lease_fence_tag(LOCKTAG *tag, text *name)
 }
 
 /*
- * Wait until every other transaction that holds a fence of lock name now
- * has ended, before a grant to a new owner (see the header comment).
+ * Set by acquire() around each of its tries (wait.c): the instant the
+ * grant's waits for the fences and for the lock row end, all together, the
+ * try refused, in place of the caller's lock_timeout (0: none).  The try's
+ * try_acquire() takes it for itself, so nothing it runs sees it.
  */
+TimestampTz dl_try_until = 0;
+
 static void
-lease_wait_fences(text *name)
+lease_wait_fences_run(void *arg)
+{
+	WaitForLockers(*(LOCKTAG *) arg, ExclusiveLock, false);
+}
+
+/*
+ * Wait until every other transaction that holds a fence of lock name now
+ * has ended, before a grant to a new owner (see the header comment); false
+ * if until (if not 0: dl_try_until) came first.
+ */
+static bool
+lease_wait_fences(text *name, TimestampTz until)
 {
 	LOCKTAG		tag;
 
 	lease_fence_tag(&tag, name);
-	WaitForLockers(tag, ExclusiveLock, false);
+	if (until == 0)
+	{
+		lease_wait_fences_run(&tag);
+		return true;
+	}
+	return dl_wait_bounded(lease_wait_fences_run, NULL, &tag, until);
 }
 
 /* The lock row as lease_read() read it. */
@@ -293,6 +313,47 @@ static bool
 lease_lock(LeaseRow *row, LockTupleMode mode)
 {
 	return dl_version_lock(dl_catalog()->locks, &row->tid, row->xmin, mode);
+}
+
+/* A lease_lock() for dl_wait_bounded() to run. */
+typedef struct LeaseLockTry
+{
+	LeaseRow   *row;
+	LockTupleMode mode;
+	bool		locked;
+} LeaseLockTry;
+
+static void
+lease_lock_run(void *arg)
+{
+	LeaseLockTry *lt = (LeaseLockTry *) arg;
+
+	lt->locked = lease_lock(lt->row, lt->mode);
+}
+
+/* What lease_lock_grant() did. */
+typedef enum LeaseLocked
+{
+	LEASE_CHANGED,				/* nothing: the version changed */
+	LEASE_LOCKED,
+	LEASE_TIMED_OUT				/* nothing: dl_try_until came first */
+} LeaseLocked;
+
+/*
+ * lease_lock() for a grant, its wait bounded by until if not 0
+ * (dl_try_until).  The lock is then taken in a subtransaction, and so is
+ * the subtransaction's; the grant that follows is the transaction's own.
+ */
+static LeaseLocked
+lease_lock_grant(LeaseRow *row, LockTupleMode mode, TimestampTz until)
+{
+	LeaseLockTry lt = {row, mode, false};
+
+	if (until == 0)
+		lease_lock_run(&lt);
+	else if (!dl_wait_bounded(lease_lock_run, NULL, &lt, until))
+		return LEASE_TIMED_OUT;
+	return lt.locked ? LEASE_LOCKED : LEASE_CHANGED;
 }
 
 /* How lease_write() changes a locked lock row. */
@@ -522,6 +583,9 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 	bool		granted = false;
 	int64		token = 0;
 	TimestampTz session_expires = 0;
+	TimestampTz until = dl_try_until;
+
+	dl_try_until = 0;
 
 	/* insert_stmt's parameters; grant_stmt's but for $1, the version */
 	values[0] = PointerGetDatum(name);
@@ -544,6 +608,7 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		TimestampTz now;
 		bool		intact;
 		bool		reentry;
+		LeaseLocked locked;
 
 		if (!lease_read(name, &row))
 		{
@@ -552,7 +617,8 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 			 * fence may outlive the row (drop_owned() deleted it): wait for
 			 * it before anything the grant is made of is read.
 			 */
-			lease_wait_fences(name);
+			if (!lease_wait_fences(name, until))
+				break;			/* acquire()'s try ran out of time */
 			dl_limit_count_locks(call.caller, PointerGetDatum(name));
 			now = lease_grant_now(has_session, &session_expires, values[2]);
 			values[3] = TimestampTzGetDatum(now);
@@ -582,10 +648,13 @@ distlock_try_acquire(PG_FUNCTION_ARGS)
 		 * new owner waits for the fences first, and locks FOR UPDATE; the
 		 * holder re-entering, FOR NO KEY UPDATE (header comment).
 		 */
-		if (!reentry)
-			lease_wait_fences(name);
-		if (!lease_lock(&row, reentry ? LockTupleNoKeyExclusive :
-						LockTupleExclusive))
+		if (!reentry && !lease_wait_fences(name, until))
+			break;				/* acquire()'s try ran out of time */
+		locked = lease_lock_grant(&row, reentry ? LockTupleNoKeyExclusive :
+								  LockTupleExclusive, until);
+		if (locked == LEASE_TIMED_OUT)
+			break;
+		if (locked == LEASE_CHANGED)
 		{
 			CHECK_FOR_INTERRUPTS();
 			continue;

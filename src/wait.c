@@ -709,48 +709,28 @@ wait_lease_held_by(text *name, text *owner)
 	return held;
 }
 
-/* The lock timeout of wait_line_lock()'s wait, and the caller's. */
-typedef struct LineWait
+static void
+wait_line_lock_acquire(void *arg)
 {
-	int			timeout;
-	int			save_timeout;
-} LineWait;
-
-static bool
-wait_line_lock_run(void *arg)
-{
-	LineWait   *lw = (LineWait *) arg;
-
-	LockTimeout = lw->timeout;
 	(void) LockAcquire(&line_tag, ExclusiveLock, true, false);
-	LockTimeout = lw->save_timeout;
-	return true;
 }
 
-static bool
-wait_line_lock_caught(void *arg, ErrorData *edata)
+static void
+wait_line_lock_undo(void *arg)
 {
-	LineWait   *lw = (LineWait *) arg;
-
-	LockTimeout = lw->save_timeout;
 	/* a session lock, granted as the wait was ended: not ours to keep */
 	wait_line_leave();
-	return edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE;
 }
 
 /*
  * Without shared memory: wait until first in the lock manager's line of
  * lock name's waiters, or until deadline: returns whether first.  The lock
- * manager's own lock timeout, in place of the caller's, bounds the wait, in
- * a subtransaction that the timeout's error rolls back (dl_subxact()); any
- * other error goes on to the caller.
+ * manager's own lock timeout bounds the wait (dl_wait_bounded()).
  */
 static bool
 wait_line_lock(text *name, TimestampTz deadline)
 {
 	uint64		key = wait_key(PointerGetDatum(name), false);
-	LineWait	lw;
-	long		ms;
 
 	wait_line_leave();
 	SET_LOCKTAG_ADVISORY(line_tag, MyDatabaseId, (uint32) (key >> 32),
@@ -761,11 +741,8 @@ wait_line_lock(text *name, TimestampTz deadline)
 		return true;
 	if (deadline <= GetCurrentTimestamp())
 		return false;
-	ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
-	/* at least 1 ms: 0 would mean no timeout */
-	lw.timeout = (int) Max(1, Min(ms, (long) INT_MAX));
-	lw.save_timeout = LockTimeout;
-	return dl_subxact(wait_line_lock_run, wait_line_lock_caught, &lw);
+	return dl_wait_bounded(wait_line_lock_acquire, wait_line_lock_undo, NULL,
+						   deadline);
 }
 
 /*
@@ -799,6 +776,41 @@ wait_line_join(text *name, Datum session_id, bool has_session,
 		if (GetCurrentTimestamp() >= deadline)
 			return false;
 	}
+}
+
+/*
+ * A try of acquire(), with its arguments: try_acquire() whose waits for the
+ * lock's fences and its row end at deadline, or when the session (if any)
+ * is next due a heartbeat (lease.c: dl_try_until), the try then refused.  A
+ * lease that ran out under its holder's open fencing transaction, or
+ * renew() not yet committed, would otherwise hold the call up past its
+ * wait, and its session's heartbeats.
+ */
+static Datum
+wait_try_acquire(Datum *values, const char *nulls, bool *isnull,
+				 TimestampTz deadline, bool atomic)
+{
+	volatile Datum token = (Datum) 0;
+	TimestampTz until = deadline;
+
+	if (nulls[3] == ' ')
+	{
+		until = Min(until, wait_keep_session(values[3],
+											 GetCurrentTimestamp()));
+		wait_commit(atomic);
+	}
+	dl_try_until = until;
+	PG_TRY();
+	{
+		token = wait_run(&try_acquire_stmt, values, nulls, isnull, NULL,
+						 CurrentMemoryContext);
+	}
+	PG_FINALLY();
+	{
+		dl_try_until = 0;
+	}
+	PG_END_TRY();
+	return token;
 }
 
 /*
@@ -840,12 +852,16 @@ distlock_acquire(PG_FUNCTION_ARGS)
 	 * lock at once.  A refused re-entry (the lease is another role's, or
 	 * on hold) waits in line like any other.
 	 */
-	if (deadline <= GetCurrentTimestamp() || nulls[1] != ' ' ||
-		wait_lease_held_by(name, (text *) DatumGetPointer(values[1])))
+	if (deadline <= GetCurrentTimestamp() || nulls[1] != ' ')
 	{
 		token = wait_run(&try_acquire_stmt, values, nulls, &isnull, NULL,
 						 CurrentMemoryContext);
-		if (!isnull || deadline <= GetCurrentTimestamp() || nulls[1] != ' ')
+		goto done;
+	}
+	if (wait_lease_held_by(name, (text *) DatumGetPointer(values[1])))
+	{
+		token = wait_try_acquire(values, nulls, &isnull, deadline, atomic);
+		if (!isnull || deadline <= GetCurrentTimestamp())
 			goto done;
 	}
 
@@ -865,8 +881,7 @@ distlock_acquire(PG_FUNCTION_ARGS)
 			uint64		session_key;
 			TimestampTz free_at;
 
-			token = wait_run(&try_acquire_stmt, values, nulls, &isnull, NULL,
-							 CurrentMemoryContext);
+			token = wait_try_acquire(values, nulls, &isnull, deadline, atomic);
 			dl_wait_looked();
 			if (!isnull)
 				break;

@@ -683,6 +683,32 @@ c.join()
 check("a waiting acquire whose wait ends returns NULL", c.result, None)
 check("... once the wait is over", c.elapsed() >= 0.95, True)
 
+# A lease that ran out while its holder's transaction still fences it
+# (fence() holds it until that transaction ends): a waiting acquire waits
+# for that transaction no longer than its wait, and keeps its session
+# alive meanwhile (its tries wait only until the next heartbeat is due).
+fenced = one("SELECT distlock.try_acquire('fenced', 'holder', '1 s')")
+fsid = session("2 s")
+with connect() as fencer:
+    fencer.execute("BEGIN")
+    fencer.execute("SELECT distlock.fence('fenced', %s)", (fenced,))
+    time.sleep(1.1)
+    c = Call("CALL distlock.acquire('fenced', 'waiter', '60 s', %s,"
+             " wait => '3 s')", (fsid,))
+    c.start()
+    c.join(timeout=15)
+    check("a waiting acquire held up by a fencing transaction ends with its"
+          " wait", (c.ended is not None, c.result, c.error), (True, None, None))
+    check("... on time, its session kept alive",
+          (c.ended is not None and c.elapsed() < 5,
+           one("SELECT distlock.heartbeat(%s)", fsid)), (True, True))
+    fencer.execute("ROLLBACK")
+c = Call("CALL distlock.acquire('fenced', 'waiter', '60 s', wait => '3 s')")
+c.start()
+c.join(timeout=15)
+check("... and takes the lease once the fencing transaction has ended",
+      (c.error, c.result is not None and c.result > fenced), (None, True))
+
 bound = session()
 one("SELECT distlock.try_acquire('bound', 'holder', '60 s', %s)", bound)
 c = Call("CALL distlock.acquire('bound', 'waiter', wait => '30 s')")
