@@ -268,11 +268,11 @@ extern bool dl_subxact(bool (*fn) (void *),
 					   bool (*caught) (void *, ErrorData *), void *arg);
 extern bool dl_wait_bounded(void (*fn) (void *), void (*undo) (void *),
 							void *arg, TimestampTz until);
+extern Datum dl_getattr(int row, int col, bool *isnull);
+extern int64 dl_getint64(int row, int col);
 
 /* lease.c */
 extern PGDLLIMPORT TimestampTz dl_try_until;
-extern Datum dl_getattr(int row, int col, bool *isnull);
-extern int64 dl_getint64(int row, int col);
 
 /* A job's place in its priority group of jobs_claim_idx (position.c). */
 typedef struct DlJobPos

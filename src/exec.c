@@ -64,11 +64,11 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
-#include "utils/timeout.h"
-#include "utils/timestamp.h"
 #include "utils/guc.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#include "utils/timeout.h"
+#include "utils/timestamp.h"
 
 #include "distlock.h"
 
@@ -352,7 +352,8 @@ wait_bounded_caught(void *arg, ErrorData *edata)
  * subtransaction rolled back, after undo(arg) if given.  Any other error
  * goes on to the caller, the same way.  Nothing fn writes may need its
  * row's xmin to be the transaction's own id, and fn may not call this
- * again (the timer is one).
+ * again (the timer is one).  until 0: fn(arg) as it is, under the caller's
+ * lock_timeout, and true.
  */
 bool
 dl_wait_bounded(void (*fn) (void *), void (*undo) (void *), void *arg,
@@ -361,5 +362,10 @@ dl_wait_bounded(void (*fn) (void *), void (*undo) (void *), void *arg,
 	WaitBounded wb = {fn, undo, arg, until, false,
 	get_timeout_active(STATEMENT_TIMEOUT), LockTimeout};
 
+	if (until == 0)
+	{
+		fn(arg);
+		return true;
+	}
 	return dl_subxact(wait_bounded_run, wait_bounded_caught, &wb);
 }

@@ -209,11 +209,6 @@ lease_wait_fences(text *name, TimestampTz until)
 	LOCKTAG		tag;
 
 	lease_fence_tag(&tag, name);
-	if (until == 0)
-	{
-		lease_wait_fences_run(&tag);
-		return true;
-	}
 	return dl_wait_bounded(lease_wait_fences_run, NULL, &tag, until);
 }
 
@@ -349,9 +344,7 @@ lease_lock_grant(LeaseRow *row, LockTupleMode mode, TimestampTz until)
 {
 	LeaseLockTry lt = {row, mode, false};
 
-	if (until == 0)
-		lease_lock_run(&lt);
-	else if (!dl_wait_bounded(lease_lock_run, NULL, &lt, until))
+	if (!dl_wait_bounded(lease_lock_run, NULL, &lt, until))
 		return LEASE_TIMED_OUT;
 	return lt.locked ? LEASE_LOCKED : LEASE_CHANGED;
 }

@@ -780,25 +780,18 @@ wait_line_join(text *name, Datum session_id, bool has_session,
 
 /*
  * A try of acquire(), with its arguments: try_acquire() whose waits for the
- * lock's fences and its row end at deadline, or when the session (if any)
- * is next due a heartbeat (lease.c: dl_try_until), the try then refused.  A
- * lease that ran out under its holder's open fencing transaction, or
- * renew() not yet committed, would otherwise hold the call up past its
- * wait, and its session's heartbeats.
+ * lock's fences and its row end at until (lease.c: dl_try_until), the try
+ * then refused: the call's deadline, or when its session is next due a
+ * heartbeat.  A lease that ran out under its holder's open fencing
+ * transaction, or renew() not yet committed, would otherwise hold the call
+ * up past its wait, and its session's heartbeats.
  */
 static Datum
 wait_try_acquire(Datum *values, const char *nulls, bool *isnull,
-				 TimestampTz deadline, bool atomic)
+				 TimestampTz until)
 {
 	volatile Datum token = (Datum) 0;
-	TimestampTz until = deadline;
 
-	if (nulls[3] == ' ')
-	{
-		until = Min(until, wait_keep_session(values[3],
-											 GetCurrentTimestamp()));
-		wait_commit(atomic);
-	}
 	dl_try_until = until;
 	PG_TRY();
 	{
@@ -831,6 +824,7 @@ distlock_acquire(PG_FUNCTION_ARGS)
 	Datum		values[5];
 	char		nulls[5] = "     ";
 	TimestampTz deadline;
+	TimestampTz beat_due = DT_NOEND;
 	bool		atomic;
 	bool		isnull = true;
 	Datum		token = (Datum) 0;
@@ -860,7 +854,14 @@ distlock_acquire(PG_FUNCTION_ARGS)
 	}
 	if (wait_lease_held_by(name, (text *) DatumGetPointer(values[1])))
 	{
-		token = wait_try_acquire(values, nulls, &isnull, deadline, atomic);
+		/* when the session is next due a heartbeat: a try waits no longer */
+		if (nulls[3] == ' ')
+		{
+			beat_due = wait_keep_session(values[3], GetCurrentTimestamp());
+			wait_commit(atomic);
+		}
+		token = wait_try_acquire(values, nulls, &isnull,
+								 Min(deadline, beat_due));
 		if (!isnull || deadline <= GetCurrentTimestamp())
 			goto done;
 	}
@@ -869,6 +870,11 @@ distlock_acquire(PG_FUNCTION_ARGS)
 	wait_commit(atomic);
 	if (!wait_line_join(name, values[3], nulls[3] == ' ', deadline, atomic))
 		goto done;
+	if (nulls[3] == ' ')
+	{
+		beat_due = wait_keep_session(values[3], GetCurrentTimestamp());
+		wait_commit(atomic);
+	}
 	for (;;)
 	{
 		TimestampTz now;
@@ -881,7 +887,8 @@ distlock_acquire(PG_FUNCTION_ARGS)
 			uint64		session_key;
 			TimestampTz free_at;
 
-			token = wait_try_acquire(values, nulls, &isnull, deadline, atomic);
+			token = wait_try_acquire(values, nulls, &isnull,
+									 Min(deadline, beat_due));
 			dl_wait_looked();
 			if (!isnull)
 				break;
@@ -907,7 +914,8 @@ distlock_acquire(PG_FUNCTION_ARGS)
 		/* a heartbeat in a transaction of its own, on the latest row */
 		if (nulls[3] == ' ')
 		{
-			until = Min(until, wait_keep_session(values[3], now));
+			beat_due = wait_keep_session(values[3], now);
+			until = Min(until, beat_due);
 			wait_commit(atomic);
 		}
 		dl_wait_sleep(until);
